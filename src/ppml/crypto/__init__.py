@@ -1,0 +1,1 @@
+"""Paillier cryptosystem with vectorized hot paths."""

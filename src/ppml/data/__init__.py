@@ -1,0 +1,1 @@
+"""Datasets: registry, verified download, readers, alignment, normalization, partitioning."""

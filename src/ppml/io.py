@@ -1,0 +1,128 @@
+"""Files between stages: byte-deterministic npz, JSON, and atomic writes (temp file, then rename).
+
+Determinism matters: DVC decides what is up to date by content hashes, so the same data must give the same
+bytes (numpy's own ``savez`` stamps the current time into its zip entries).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from ppml.parties import Party
+
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: not found (run the stage that writes it first)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+
+
+def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write arrays to an .npz with fixed timestamps, in key order, atomically (no pickles allowed)."""
+    with atomic_path(path) as tmp:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for name in sorted(arrays):
+                arr = np.asarray(arrays[name])
+                if arr.dtype == object:
+                    raise TypeError(f"{path}: array {name!r} has dtype object; store strings as fixed-width 'U'")
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, arr, allow_pickle=False)
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, buf.getvalue())
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _put_matrix(arrays: dict[str, np.ndarray], prefix: str, X: Any) -> None:
+    if sp.issparse(X):
+        X = sp.csr_array(X)
+        arrays[f"{prefix}_data"] = X.data
+        arrays[f"{prefix}_indices"] = X.indices.astype(np.int32)
+        arrays[f"{prefix}_indptr"] = X.indptr.astype(np.int64)
+        arrays[f"{prefix}_shape"] = np.asarray(X.shape, dtype=np.int64)
+    else:
+        arrays[prefix] = np.asarray(X, dtype=np.float64)
+
+
+def _get_matrix(arrays: dict[str, np.ndarray], prefix: str) -> Any:
+    if prefix in arrays:
+        return arrays[prefix]
+    if f"{prefix}_data" in arrays:
+        shape = tuple(int(s) for s in arrays[f"{prefix}_shape"])
+        return sp.csr_array((arrays[f"{prefix}_data"], arrays[f"{prefix}_indices"], arrays[f"{prefix}_indptr"]),
+                            shape=shape)
+    return None
+
+
+def save_party(path: str | Path, party: Party) -> None:
+    """One party's file: its columns, ids, features, and labels only if it holds them."""
+    arrays: dict[str, np.ndarray] = {
+        "name": np.asarray(party.name),
+        "columns": np.asarray(party.columns, dtype=str),
+        "ids": np.asarray(party.ids, dtype=str),
+    }
+    _put_matrix(arrays, "X", party.X)
+    if party.y is not None:
+        arrays["y"] = np.asarray(party.y, dtype=np.int8)
+    if party.X_test is not None:
+        _put_matrix(arrays, "X_test", party.X_test)
+        arrays["test_ids"] = np.asarray(party.test_ids, dtype=str)
+    if party.y_test is not None:
+        arrays["y_test"] = np.asarray(party.y_test, dtype=np.int8)
+    save_npz(path, arrays)
+
+
+def load_party(path: str | Path) -> Party:
+    arrays = load_npz(path)
+    return Party(
+        name=str(arrays["name"]),
+        columns=tuple(str(c) for c in arrays["columns"]),
+        ids=arrays["ids"],
+        X=_get_matrix(arrays, "X"),
+        y=arrays.get("y"),
+        test_ids=arrays.get("test_ids"),
+        X_test=_get_matrix(arrays, "X_test"),
+        y_test=arrays.get("y_test"),
+    )

@@ -1,0 +1,1 @@
+"""Privacy mechanisms, their immutable events, and accountants (papers' bounds and tight bounds)."""

@@ -1,0 +1,9 @@
+"""Reports: published numbers, claims, tables and figures.
+
+``PAPER_REPORTS`` lists the modules that build each paper's tables, figures and claims (see
+:mod:`ppml.report.base`). They are imported by the report stage in this order.
+"""
+
+PAPER_REPORTS: list[str] = [
+    "ppml.report.baselines",
+]

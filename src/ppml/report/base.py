@@ -1,0 +1,169 @@
+"""What paper report modules work with: the runs, the claims they check, and where outputs go.
+
+Each paper has a module in this package exposing ``build(runs: Runs, out: ReportOutput) -> list[Claim]``;
+it writes its tables and figures through `out` and returns its claims. The report stage calls every module
+listed in :data:`ppml.report.PAPER_REPORTS`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ppml.io import atomic_path
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A published claim as a checkable statement.
+
+    ``passed`` is None when the claim could not be checked (a run is missing or its data unavailable); the
+    reason is then in ``ours``.
+    """
+
+    id: str
+    paper: str
+    statement: str
+    published: str
+    ours: str
+    passed: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "paper": self.paper, "statement": self.statement, "published": self.published,
+                "ours": self.ours, "pass": self.passed}
+
+
+@dataclass
+class Run:
+    """One experiment's outputs as the train and account stages wrote them."""
+
+    name: str
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+    history: dict[str, Any] = field(default_factory=dict)
+    privacy: dict[str, Any] | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.metrics.get("status", "ok") == "ok"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.metrics.get(key, self.params.get(key, default))
+
+
+class Runs:
+    """All runs, selectable by metric or parameter fields."""
+
+    def __init__(self, runs: Iterable[Run]) -> None:
+        self._runs = {r.name: r for r in runs}
+
+    def __iter__(self):
+        return iter(self._runs.values())
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __getitem__(self, name: str) -> Run:
+        return self._runs[name]
+
+    def get(self, name: str) -> Run | None:
+        return self._runs.get(name)
+
+    def select(self, **fields: Any) -> list[Run]:
+        """Runs whose fields equal the given values (``select(algorithm="admm_sharing", dataset="a9a")``)."""
+        out = []
+        for run in self._runs.values():
+            if all(_same(run.get(k), v) for k, v in fields.items()):
+                out.append(run)
+        return out
+
+    def one(self, **fields: Any) -> Run | None:
+        """The single run matching the fields, or None when there is none; an error if several match."""
+        found = self.select(**fields)
+        if len(found) > 1:
+            raise LookupError(f"{len(found)} runs match {fields}: {[r.name for r in found]}")
+        return found[0] if found else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return math.isclose(a, float(b), rel_tol=1e-12, abs_tol=0.0)
+    return a == b
+
+
+class ReportOutput:
+    """Where a paper module puts tables (markdown), plot data (DVC plots CSV) and figures (PNG)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.tables_dir = self.root / "tables"
+        self.plots_dir = self.root / "plots"
+        self.written: list[Path] = []
+
+    def table(self, name: str, markdown: str) -> Path:
+        path = self.tables_dir / f"{name}.md"
+        with atomic_path(path) as tmp:
+            tmp.write_text(markdown.rstrip() + "\n")
+        self.written.append(path)
+        return path
+
+    def plot_data(self, name: str, rows: list[dict[str, Any]]) -> Path:
+        """Long-format rows for ``dvc plots`` (one CSV per figure)."""
+        path = self.plots_dir / "data" / f"{name}.csv"
+        columns: list[str] = []
+        for row in rows:
+            columns.extend(k for k in row if k not in columns)
+        with atomic_path(path) as tmp:
+            with open(tmp, "w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=columns)
+                writer.writeheader()
+                writer.writerows(rows)
+        self.written.append(path)
+        return path
+
+    def figure(self, name: str, fig: Any) -> Path:
+        """Save a matplotlib figure as PNG (deterministic metadata) and close it."""
+        import matplotlib.pyplot as plt
+
+        path = self.plots_dir / f"{name}.png"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+        plt.close(fig)
+        self.written.append(path)
+        return path
+
+
+def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub markdown table; floats with 4 significant decimals, None as '—'."""
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return "—"
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else f"{v:.4g}" if abs(v) >= 1e4 or (v != 0 and abs(v) < 1e-3) else f"{v:.4f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
+              privacy: dict[str, Any] | None = None) -> Runs:
+    """Read reports/runs/<name>/{metrics,history}.json for every experiment in params."""
+    runs_dir = Path(runs_dir)
+    by_name = {r["name"]: r for r in (privacy or {}).get("runs", [])}
+    out = []
+    for name, block in experiments.items():
+        metrics_path = runs_dir / name / "metrics.json"
+        if not metrics_path.exists():
+            continue
+        metrics = json.loads(metrics_path.read_text())
+        hist_path = runs_dir / name / "history.json"
+        history = json.loads(hist_path.read_text()) if hist_path.exists() else {}
+        out.append(Run(name=name, params=dict(block), metrics=metrics, history=history, privacy=by_name.get(name)))
+    return Runs(out)
