@@ -104,12 +104,16 @@ class ReportOutput:
         self.plots_dir = self.root / "plots"
         self.written: list[Path] = []
 
-    def table(self, name: str, markdown: str) -> Path:
-        path = self.tables_dir / f"{name}.md"
+    def text(self, relpath: str, text: str) -> Path:
+        """Write a text file under the report root."""
+        path = self.root / relpath
         with atomic_path(path) as tmp:
-            tmp.write_text(markdown.rstrip() + "\n")
+            tmp.write_text(text.rstrip() + "\n")
         self.written.append(path)
         return path
+
+    def table(self, name: str, markdown: str) -> Path:
+        return self.text(f"tables/{name}.md", markdown)
 
     def plot_data(self, name: str, rows: list[dict[str, Any]]) -> Path:
         """Long-format rows for ``dvc plots`` (one CSV per figure)."""

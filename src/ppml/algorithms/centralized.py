@@ -1,0 +1,90 @@
+"""Centralized baseline: scikit-learn logistic regression on all parties' features (or rows) joined.
+
+This is the non-private reference of every paper: a trusted curator holds everything. No message crosses a
+network. It minimizes the project's common objective f(w) = mean logistic loss + lam/2 ||w||^2 with the
+intercept carried as a constant feature (regularized, like ADMM sharing's bias column), i.e. scikit-learn's
+``LogisticRegression(C=1/(n lam), fit_intercept=False)`` on ``[X, 1]``.
+
+References
+----------
+Hu, Niu, Yang, Zhou, "Learning Privately over Distributed Features: An ADMM Sharing Approach", AAAI 2020
+(the "centralized" reference lines of Fig. 3).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+
+from ppml.history import History
+from ppml.models.losses import logistic_objective, with_bias
+from ppml.parties import Party
+
+MESSAGES: tuple = ()  # no protocol: a curator holds all the data
+
+
+@dataclass(frozen=True)
+class Params:
+    lam: float = field(default=1e-3, metadata={"gt": 0})
+    max_iter: int = field(default=5000, metadata={"gt": 0})
+    tol: float = field(default=1e-10, metadata={"gt": 0})
+
+
+def _stack(blocks: list, *, horizontal: bool):
+    if any(sp.issparse(b) for b in blocks):
+        return sp.csr_array(sp.hstack(blocks, format="csr") if horizontal else sp.vstack(blocks, format="csr"))
+    return np.hstack(blocks) if horizontal else np.vstack(blocks)
+
+
+def joined_data(parties: list[Party], evaluation: Party | None):
+    """(X_train, y_train, X_test, y_test) with all features (vertical) or all rows (horizontal)."""
+    if evaluation is not None:  # horizontal: every agent holds rows with labels
+        X = _stack([p.X for p in parties], horizontal=False)
+        y = np.concatenate([p.y for p in parties])
+        X_test, y_test = test_rows(evaluation)
+        return X, y, X_test, y_test
+    holder = next(p for p in parties if p.is_label_holder)
+    X = _stack([p.X for p in parties], horizontal=True)
+    X_test = _stack([p.X_test for p in parties], horizontal=True) if holder.X_test is not None else None
+    return X, holder.y, X_test, holder.y_test
+
+
+def test_rows(evaluation: Party):
+    """The evaluator's held-out rows (stored as its test split, or as its only split)."""
+    if evaluation.X_test is not None:
+        return evaluation.X_test, evaluation.y_test
+    return evaluation.X, evaluation.y
+
+
+def fit_logistic(X, y, X_test, y_test, params: Params, *, algorithm: str) -> History:
+    """Fit f on [X, 1] and record the final metrics."""
+    history = History(algorithm)
+    Xb = with_bias(X)
+    clf = LogisticRegression(C=1.0 / (Xb.shape[0] * params.lam), fit_intercept=False, solver="lbfgs",
+                             max_iter=params.max_iter, tol=params.tol)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SklearnConvergenceWarning)
+        clf.fit(Xb, y)
+    converged = not any(issubclass(w.category, SklearnConvergenceWarning) for w in caught)
+    w = clf.coef_.ravel()
+    train_scores = np.asarray(Xb @ w)
+    objective = logistic_objective(train_scores, y, w, params.lam)
+    n_iter = int(clf.n_iter_[0])
+    history.log(epoch=n_iter, train_objective=objective)
+    history.stop(converged=converged, reason=f"lbfgs stopped after {n_iter} iterations")
+    test_scores = np.asarray(with_bias(X_test) @ w) if X_test is not None else None
+    history.finish(train_objective=objective, y_train=y, train_scores=train_scores, y_test=y_test,
+                   test_scores=test_scores, epochs=n_iter, n_features=int(Xb.shape[1]), n_samples=int(Xb.shape[0]))
+    return history
+
+
+def fit(parties: list[Party], network, params: Params, *, rng: np.random.Generator,
+        evaluation: Party | None = None) -> History:
+    """Centralized logistic regression on everything the parties hold together."""
+    X, y, X_test, y_test = joined_data(parties, evaluation)
+    return fit_logistic(X, y, X_test, y_test, params, algorithm="centralized")

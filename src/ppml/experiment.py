@@ -1,0 +1,113 @@
+"""Running one experiment of params.yaml: build parameters, run every seed, gather what the stage writes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppml.algorithms import get_algorithm, make_network
+from ppml.config import ParamError, build, check, flat_fields
+from ppml.history import History
+from ppml.io import read_json
+
+log = logging.getLogger(__name__)
+
+#: keys of an experiment block that the stage reads itself (the rest are the algorithm's parameters)
+STAGE_KEYS = ("algorithm", "dataset", "seeds", "description")
+
+#: final metrics aggregated over seeds as <key>_mean / <key>_std (and <key> = mean)
+AGGREGATED = ("train_objective", "train_logloss", "train_error", "test_logloss", "test_auc", "test_error",
+              "test_accuracy", "epochs", "seconds")
+
+
+def experiment_params(name: str, block: Any) -> tuple[Any, Any, int]:
+    """(module, validated Params, number of seeds) of experiment `name`."""
+    path = f"experiments.{name}"
+    if not isinstance(block, dict):
+        raise ParamError(f"{path} must be a mapping, got {block!r}")
+    for key in ("algorithm", "dataset"):
+        if key not in block:
+            raise ParamError(f"{path}.{key} is required")
+    try:
+        module = get_algorithm(block["algorithm"])
+    except KeyError as exc:
+        raise ParamError(f"{path}.algorithm: {exc.args[0]}") from None
+    seeds = block.get("seeds", 1)
+    if isinstance(seeds, bool) or not isinstance(seeds, int):
+        raise ParamError(f"{path}.seeds must be an integer, got {seeds!r}")
+    check(f"{path}.seeds", seeds, ge=1)
+    params = build(module.Params, block, path, ignore=STAGE_KEYS)
+    return module, params, seeds
+
+
+def unavailable_metrics(name: str, block: dict, params: Any, reason: str) -> dict[str, Any]:
+    return {"experiment": name, "algorithm": block["algorithm"], "dataset": block["dataset"],
+            "status": f"not run: data unavailable ({reason})", **flat_fields(params)}
+
+
+def run(name: str, block: dict, data_dir: str | Path, *, seed: int) -> dict[str, Any]:
+    """Run experiment `name` on the prepared data in `data_dir`.
+
+    Returns ``{"metrics", "history", "ledger", "comm"}`` ready to be written as JSON. A dataset marked
+    unavailable gives metrics with ``status: "not run: data unavailable"`` and empty other parts.
+    """
+    from ppml.data.prepared import DataUnavailable, load_prepared
+
+    module, params, seeds = experiment_params(name, block)
+    manifest = read_json(Path(data_dir) / "manifest.json")
+    if not manifest.get("available", True):
+        reason = manifest.get("reason", "see the download stage")
+        log.warning("%s: dataset %s unavailable, not run", name, block["dataset"])
+        return {"metrics": unavailable_metrics(name, block, params, reason), "history": {"runs": []},
+                "ledger": {"runs": []}, "comm": {"runs": []}}
+    try:
+        _, parties, evaluation = load_prepared(data_dir)
+    except DataUnavailable as exc:
+        return {"metrics": unavailable_metrics(name, block, params, str(exc)), "history": {"runs": []},
+                "ledger": {"runs": []}, "comm": {"runs": []}}
+
+    histories: list[History] = []
+    seconds: list[float] = []
+    for s in range(seeds):
+        rng = np.random.default_rng([seed, s])
+        network = make_network(module, parties, params, rng=rng)
+        log.info("%s: seed %d/%d, %s on %s", name, s + 1, seeds, block["algorithm"], block["dataset"])
+        start = time.perf_counter()
+        history = module.fit(parties, network, params, rng=rng, evaluation=evaluation)
+        seconds.append(time.perf_counter() - start)
+        history.comm = network.summary()
+        histories.append(history)
+
+    metrics = summarize(name, block, params, histories, seconds)
+    return {
+        "metrics": metrics,
+        "history": {"runs": [h.to_dict() for h in histories]},
+        "ledger": {"runs": [h.ledger.to_dict() for h in histories]},
+        "comm": {"runs": [h.comm for h in histories]},
+    }
+
+
+def summarize(name: str, block: dict, params: Any, histories: list[History], seconds: list[float]) -> dict:
+    """metrics.json: the run's defining parameters as flat fields and its final numbers (mean over seeds)."""
+    finals = [dict(h.final, seconds=sec) for h, sec in zip(histories, seconds)]
+    metrics: dict[str, Any] = {
+        "experiment": name, "algorithm": block["algorithm"], "dataset": block["dataset"], "status": "ok",
+        "seeds": len(histories), **flat_fields(params),
+    }
+    for key in finals[0]:
+        values = [f.get(key) for f in finals]
+        if key in AGGREGATED and all(isinstance(v, (int, float)) and v is not None for v in values):
+            metrics[key] = float(np.mean(values))
+            if len(values) > 1:
+                metrics[f"{key}_mean"] = float(np.mean(values))
+                metrics[f"{key}_std"] = float(np.std(values, ddof=1))
+        elif key not in metrics:
+            metrics[key] = values[0]
+    metrics["converged"] = all(bool(h.converged) for h in histories)
+    metrics["bytes_sent"] = int(np.mean([h.comm.get("bytes", 0) for h in histories]))
+    metrics["messages"] = int(np.mean([h.comm.get("messages", 0) for h in histories]))
+    return metrics

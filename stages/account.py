@@ -1,0 +1,45 @@
+"""DVC stage account: privacy accounting of every run (papers' bounds and tight bounds side by side).
+
+    python stages/account.py --params params.yaml --runs reports/runs --out reports/privacy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from ppml.accounting import account_run
+from ppml.config import ParamError, load_params, section
+from ppml.io import read_json, write_json
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--runs", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        experiments = section(load_params(args.params), "experiments")
+    except ParamError as exc:
+        print(f"account: {exc}", file=sys.stderr)
+        return 2
+    runs = []
+    for name, block in experiments.items():
+        ledger_path = Path(args.runs) / name / "ledger.json"
+        if not ledger_path.exists():
+            print(f"account: {ledger_path} is missing; run train@{name} first", file=sys.stderr)
+            return 2
+        entry = account_run(name, block, read_json(ledger_path))
+        if entry is not None:
+            runs.append(entry)
+            logging.info("%s: %s", name, entry["status"])
+    write_json(args.out, {"runs": runs})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

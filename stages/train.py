@@ -1,0 +1,43 @@
+"""DVC stage train@<experiment>: run one experiment of params.yaml and write its run directory.
+
+    python stages/train.py --experiment NAME --params params.yaml --data data/prepared/DS --out reports/runs/NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ppml.config import ParamError, load_params, section
+from ppml.experiment import run
+from ppml.io import write_json
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", required=True)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--data", required=True, help="prepared dataset directory")
+    parser.add_argument("--out", required=True, help="run directory to write")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    try:
+        params = load_params(args.params)
+        block = section(params, f"experiments.{args.experiment}")
+        seed = section(params, "seed")
+        outputs = run(args.experiment, block, args.data, seed=seed)
+    except (ParamError, FileNotFoundError) as exc:
+        print(f"train@{args.experiment}: {exc}", file=sys.stderr)
+        return 2
+    for part in ("history", "ledger", "comm", "metrics"):  # metrics last: its presence marks a complete run
+        write_json(f"{args.out}/{part}.json", outputs[part])
+    m = outputs["metrics"]
+    logging.info("%s: %s", args.experiment, {k: m.get(k) for k in ("status", "test_accuracy", "test_logloss",
+                                                                     "test_auc", "seconds") if k in m})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
