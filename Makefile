@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Stages call `python`: the virtualenv's, first on PATH. The README's results section is regenerated after.
 repro: $(STAMP)
-	$(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	$(BIN)/python -m ppml.report.readme README.md reports
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
