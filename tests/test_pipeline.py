@@ -1,0 +1,100 @@
+"""End to end: `dvc repro` of the real dvc.yaml and stages on a tiny dataset, in a temporary git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PARAMS = {
+    "seed": 7,
+    "datasets": {
+        "tiny": {
+            "source": "synthetic", "n": 240, "partition": "vertical", "parties": ["party1", "party2", "party3"],
+            "split": [4, 3, 3], "label_holder": "party1", "normalize": "zscore_block_rows", "alignment": "psi",
+            "private_fraction": 0.02, "test_fraction": 0.25, "required": True,
+        },
+        "gisette": {  # optional and absent from the (empty) mirror
+            "required": False, "reader": "nips2003", "partition": "vertical", "parties": ["party1", "party2"],
+            "split": [2500, 2500], "label_holder": "party1", "normalize": "zscore_block_rows", "alignment": "plain",
+            "private_fraction": 0.0,
+        },
+    },
+    "experiments": {
+        "centralized-tiny": {"algorithm": "centralized", "dataset": "tiny", "lam": 0.01},
+        "local-tiny": {"algorithm": "local", "dataset": "tiny", "lam": 0.01},
+        "centralized-gisette": {"algorithm": "centralized", "dataset": "gisette", "lam": 0.01},
+    },
+}
+
+
+def _dvc(repo: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path_factory.mktemp("repo")
+    shutil.copy(ROOT / "dvc.yaml", repo / "dvc.yaml")
+    shutil.copytree(ROOT / "stages", repo / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "src" / "ppml", repo / "src" / "ppml", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "reports" / "published", repo / "reports" / "published")
+    (repo / "params.yaml").write_text(yaml.safe_dump(PARAMS, sort_keys=False))
+    mirror = tmp_path_factory.mktemp("mirror")  # empty: gisette cannot be had
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+    env.update(DATA_MIRROR=str(mirror), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True, env=env)
+    assert _dvc(repo, "init", "-q", env=env).returncode == 0
+    _dvc(repo, "config", "core.analytics", "false", env=env)
+    first = _dvc(repo, "repro", env=env)
+    return repo, env, first
+
+
+def test_repro_runs_every_stage(pipeline):
+    repo, _, first = pipeline
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    manifest = json.loads((repo / "data/prepared/tiny/manifest.json").read_text())
+    assert manifest["available"] is True
+    assert [p["name"] for p in manifest["parties"]] == ["party1", "party2", "party3"]
+    metrics = json.loads((repo / "reports/runs/centralized-tiny/metrics.json").read_text())
+    local = json.loads((repo / "reports/runs/local-tiny/metrics.json").read_text())
+    for key in ("algorithm", "dataset", "epochs", "converged", "train_objective", "train_logloss", "test_logloss",
+                "test_auc", "test_error", "seconds", "bytes_sent", "lam"):
+        assert key in metrics, key
+    assert metrics["algorithm"] == "centralized" and local["algorithm"] == "local"
+    assert metrics["train_objective"] < local["train_objective"]
+    assert json.loads((repo / "reports/privacy.json").read_text()) == {"runs": []}
+    claims = json.loads((repo / "reports/claims.json").read_text())
+    assert any(c["id"] == "baselines-tiny-collaboration-helps" for c in claims)
+    assert (repo / "reports/claims.md").exists() and (repo / "reports/tables/baselines.md").exists()
+
+
+def test_optional_dataset_unavailable_downstream(pipeline):
+    repo, _, first = pipeline
+    assert first.returncode == 0
+    status = json.loads((repo / "data/raw/gisette/status.json").read_text())
+    assert status["available"] is False
+    metrics = json.loads((repo / "reports/runs/centralized-gisette/metrics.json").read_text())
+    assert metrics["status"].startswith("not run: data unavailable")
+
+
+def test_second_repro_is_up_to_date(pipeline):
+    repo, env, first = pipeline
+    assert first.returncode == 0
+    again = _dvc(repo, "repro", env=env)
+    assert again.returncode == 0
+    assert "Running stage" not in again.stdout
+    shown = _dvc(repo, "metrics", "show", "--json", env=env)
+    assert "centralized-tiny" in shown.stdout
