@@ -58,9 +58,13 @@ def read_json(path: str | Path) -> Any:
 
 
 def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write arrays to an .npz with fixed timestamps, in key order, atomically (no pickles allowed)."""
+    """Write arrays to an .npz with fixed timestamps, in key order, atomically (no pickles allowed).
+
+    Entries are stored uncompressed: feature matrices of floats barely compress, and deflating a
+    gigabyte of them costs minutes.
+    """
     with atomic_path(path) as tmp:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
             for name in sorted(arrays):
                 arr = np.asarray(arrays[name])
                 if arr.dtype == object:
@@ -68,7 +72,6 @@ def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
                 buf = io.BytesIO()
                 np.lib.format.write_array(buf, arr, allow_pickle=False)
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
-                info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
                 zf.writestr(info, buf.getvalue())
 

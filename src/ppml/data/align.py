@@ -37,9 +37,11 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Callable, Mapping
 
 import numpy as np
+import pandas as pd
 import private_set_intersection.python as psi
 
 from ppml.network import Endpoint, Network
@@ -143,25 +145,19 @@ def _plain_intersection(holder: Endpoint, holder_ids: np.ndarray, other: Endpoin
 
 def _announce(endpoint: Endpoint, others: list[str], shared: list[np.ndarray]) -> np.ndarray:
     """Label holder: intersect the pairwise results, sort, and send the aligned ids to every party."""
-    common = shared[0]
-    for ids in shared[1:]:
-        common = np.intersect1d(common, ids)
-    common = np.sort(common)
+    common = np.sort(reduce(np.intersect1d, shared))
     endpoint.broadcast(others, "aligned_ids", common.tolist())
     return common
 
 
 def _own_rows(name: str, ids: np.ndarray, aligned: np.ndarray) -> np.ndarray:
     """A party: the indices of its rows holding `aligned`, in that order."""
-    order = np.argsort(ids, kind="stable")
-    position = np.searchsorted(ids, aligned, sorter=order)
-    position = np.minimum(position, max(len(ids) - 1, 0))
-    found = ids[order[position]] == aligned if len(ids) else np.zeros(len(aligned), dtype=bool)
-    if not found.all():
-        missing = aligned[~found]
+    rows = pd.Index(ids).get_indexer(aligned)  # a hash lookup; ids are unique (checked before)
+    if (rows < 0).any():
+        missing = aligned[rows < 0]
         raise AlignmentError(f"party {name!r} was sent {len(missing)} aligned ids it does not hold "
                              f"(first: {str(missing[0])!r})")
-    return order[position].astype(np.int64)
+    return rows.astype(np.int64)
 
 
 #: Pairwise intersection methods: (holder endpoint, holder ids, other endpoint, other ids) -> shared ids.

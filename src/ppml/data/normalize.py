@@ -9,7 +9,9 @@ party only ever looks at its own columns.
   Assumption 2.3 behind the sensitivity of the shared values. Sparse blocks stay sparse.
 - ``zscore_block_rows`` (dense vertical data without a paper-given scaling: MADELON, ARCENE, synthetic):
   z-score each column with the training mean and standard deviation, then ``block_rows``.
-- ``fate_zscore`` (the credit sets): FATE distributes them already z-scored; they are kept as given.
+- ``fate_zscore`` (the credit sets): FATE distributes them already z-scored; they are kept as given, so
+  that the features are those of the paper's experiments (FATE's statistics are over all rows, test rows
+  included: the one exception to the rule above).
 - ``max_abs_rows`` (the horizontal paper): scale each attribute to maximum absolute value 1 over the
   training rows, then every row with L2 norm above 1 onto the unit sphere (PP-ADMM's ``||x_i|| <= 1``,
   which its sensitivity bounds assume).
@@ -31,7 +33,7 @@ import scipy.sparse as sp
 
 from ppml.parties import Matrix
 
-__all__ = ["block_rows", "zscore", "max_abs_scale", "clip_rows", "NORMALIZERS", "VERTICAL", "HORIZONTAL"]
+__all__ = ["block_rows", "zscore", "max_abs_scale", "clip_rows", "VERTICAL", "HORIZONTAL"]
 
 
 def _row_norms(X: Matrix) -> np.ndarray:
@@ -129,5 +131,3 @@ VERTICAL: dict[str, Normalizer] = {
 #: Methods for horizontal data: called once on the pooled training rows of all agents (the paper
 #: preprocesses the whole data set before dealing it out) and the evaluator's test rows.
 HORIZONTAL: dict[str, Normalizer] = {"max_abs_rows": _max_abs_rows}
-#: Every method by name, as ``datasets.<key>.normalize`` names it.
-NORMALIZERS: dict[str, Normalizer] = {**VERTICAL, **HORIZONTAL}

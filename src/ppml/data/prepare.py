@@ -188,16 +188,19 @@ class Reader:
         The source comes with its own test rows (then ``test_fraction`` must be omitted; else it is needed).
     width_from_split : bool
         The number of columns is ``sum(split)`` (files without a header), so the data must be vertical.
+    sparse : bool
+        The features come as a CSR matrix, which must stay sparse.
     """
 
     load: Callable[..., Table]
     own_test_rows: bool
     width_from_split: bool
+    sparse: bool = False
 
 
 #: Readers by ``datasets.<key>.reader``; ``synthetic`` serves ``source: synthetic``.
 READERS: dict[str, Reader] = {
-    "libsvm": Reader(_read_libsvm, own_test_rows=True, width_from_split=True),
+    "libsvm": Reader(_read_libsvm, own_test_rows=True, width_from_split=True, sparse=True),
     "nips2003": Reader(_read_nips2003, own_test_rows=True, width_from_split=True),
     "adult": Reader(_read_adult, own_test_rows=False, width_from_split=False),
     "fate_hetero": Reader(_read_fate_hetero, own_test_rows=False, width_from_split=False),
@@ -287,7 +290,11 @@ class DatasetParams:
     @property
     def loader(self) -> Reader:
         """The :class:`Reader` this dataset is read (or generated) with."""
-        return READERS["synthetic" if self.source == "synthetic" else self.reader]
+        return READERS[self._reader_key]
+
+    @property
+    def _reader_key(self) -> str:
+        return "synthetic" if self.source == "synthetic" else self.reader
 
     def _check_vertical(self) -> None:
         for name in ("split", "label_holder", "alignment", "private_fraction"):
@@ -306,6 +313,9 @@ class DatasetParams:
                                      f"must be shared by all), got {self.private_fraction}")
         if self.normalize not in VERTICAL:
             fail("normalize", f"must be one of {sorted(VERTICAL)} for vertical data, got {self.normalize!r}")
+        if self.loader.sparse and self.normalize == "zscore_block_rows":
+            fail("normalize", f"zscore_block_rows would densify the sparse {self._reader_key} data; "
+                              "use block_rows")
         if self.loader.own_test_rows and self.test_fraction is not None:
             fail("test_fraction", "must be omitted: this source has its own test rows")
         if not self.loader.own_test_rows and self.test_fraction is None:
@@ -325,9 +335,8 @@ class DatasetParams:
             fail("normalize", f"must be one of {sorted(HORIZONTAL)} for horizontal data, "
                               f"got {self.normalize!r}")
         if self.loader.width_from_split:
-            reader = "synthetic" if self.source == "synthetic" else self.reader
             fail("partition", "horizontal data needs a reader whose files name their columns "
-                              f"({reader} takes them from split)")
+                              f"({self._reader_key} takes them from split)")
 
 
 def dataset_params(params: Mapping[str, Any], key: str) -> DatasetParams:

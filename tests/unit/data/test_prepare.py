@@ -331,6 +331,7 @@ def test_invalid_parameters_are_named(change, message):
     ({"test_fraction": 0.2}, "test_fraction must be omitted: this source has its own test rows"),
     ({"source": "synthetic", "n": 10}, "reader must be omitted"),
     ({"reader": None}, "reader is required for registry data"),
+    ({"normalize": "zscore_block_rows"}, "would densify the sparse libsvm data"),
 ])
 def test_invalid_registry_parameters_are_named(change, message):
     block = {"reader": "libsvm", "partition": "vertical", "parties": ["a", "b"], "split": [2, 2],
