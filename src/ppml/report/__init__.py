@@ -6,4 +6,5 @@
 
 PAPER_REPORTS: list[str] = [
     "ppml.report.baselines",
+    "ppml.report.fdml",
 ]

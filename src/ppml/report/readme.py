@@ -17,7 +17,7 @@ from ppml.io import atomic_path
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 #: tables shown in the README, in order (file stem under reports/tables)
-README_TABLES = ["baselines", "admm_sharing_results", "pp_admm_error", "paillier_sqn_table1", "fdml_table1"]
+README_TABLES = ["baselines", "admm_sharing_results", "pp_admm_error", "paillier_sqn_table1", "fdml_table1", "fdml_staleness"]
 
 
 def results_section(reports: Path) -> str:
