@@ -14,9 +14,13 @@ from ppml.privacy.events import event_from_dict
 
 
 def account_run(name: str, block: dict[str, Any], ledger: dict[str, Any]) -> dict[str, Any] | None:
-    """privacy.json's entry for one run, or None when the run released nothing private (no events)."""
+    """privacy.json's entry for one run, or None when the run has no privacy side (no events, no notes).
+
+    A fixed-noise run records no events (its sensitivity is not bounded) but notes why; it is listed with
+    its noise level and no epsilon.
+    """
     seeds = ledger.get("runs", [])
-    if not seeds or not any(s.get("events") for s in seeds):
+    if not seeds or not any(s.get("events") or s.get("notes") for s in seeds):
         return None
     first = seeds[0]
     entry: dict[str, Any] = {
@@ -24,7 +28,7 @@ def account_run(name: str, block: dict[str, Any], ledger: dict[str, Any]) -> dic
         "seeds": len(seeds), "certified": bool(first.get("certified")),
         "target_epsilon": first.get("target_epsilon"), "delta": first.get("delta"),
         "notes": first.get("notes", []),
-        "noise": _noise_summary(first["events"]),
+        "noise": _noise_summary(first["events"], block),
         "paper": None, "tight": None,
     }
     if not all(bool(s.get("certified")) for s in seeds):
@@ -45,7 +49,7 @@ def account_run(name: str, block: dict[str, Any], ledger: dict[str, Any]) -> dic
     return entry
 
 
-def _noise_summary(events: list[dict[str, Any]]) -> dict[str, Any]:
+def _noise_summary(events: list[dict[str, Any]], block: dict[str, Any]) -> dict[str, Any]:
     kinds: dict[str, int] = {}
     sigmas = set()
     for e in events:
@@ -57,4 +61,6 @@ def _noise_summary(events: list[dict[str, Any]]) -> dict[str, Any]:
         out["sigma"] = sigmas.pop()
     elif sigmas:
         out["sigma_min"], out["sigma_max"] = min(sigmas), max(sigmas)
+    elif block.get("sigma"):
+        out["sigma"] = float(block["sigma"])  # a fixed noise level from params, released without events
     return out

@@ -6,5 +6,6 @@
 
 PAPER_REPORTS: list[str] = [
     "ppml.report.baselines",
+    "ppml.report.admm_sharing",
     "ppml.report.fdml",
 ]

@@ -54,6 +54,13 @@ class Run:
     def get(self, key: str, default: Any = None) -> Any:
         return self.metrics.get(key, self.params.get(key, default))
 
+    def records(self, seed: int = 0) -> list[dict[str, Any]]:
+        """Per-epoch records of one seed of an available run ([] when the run is missing or was not run)."""
+        if not self.available:
+            return []
+        seeds = (self.history or {}).get("runs") or []
+        return seeds[seed].get("records", []) if len(seeds) > seed else []
+
 
 class Runs:
     """All runs, selectable by metric or parameter fields."""

@@ -65,12 +65,7 @@ def _table_runs(runs: Runs) -> dict[tuple[str, str, str], Run]:
 
 def _records(run: Run | None) -> list[dict[str, Any]]:
     """Per-epoch records of an available run (the first seed's when the run has several)."""
-    if run is None or not run.available:
-        return []
-    if "records" in run.history:
-        return run.history["records"]
-    seeds = run.history.get("runs") or []
-    return seeds[0].get("records", []) if seeds else []
+    return [] if run is None else run.records()
 
 
 def _num(value: Any) -> float | None:

@@ -1,0 +1,44 @@
+import math
+
+import pytest
+
+from ppml.accounting import account_run
+from ppml.history import PrivacyLedger
+from ppml.privacy.events import GaussianEvent
+
+
+def _ledger(*, certified, events=(), notes=(), paper_bound=None, delta=1e-5, seeds=1):
+    led = PrivacyLedger(events=list(events), certified=certified, delta=delta, target_epsilon=None,
+                        notes=list(notes), paper_bound=paper_bound)
+    return {"runs": [led.to_dict() for _ in range(seeds)]}
+
+
+def test_no_privacy_side_gives_no_entry():
+    assert account_run("c", {"algorithm": "centralized"}, _ledger(certified=False)) is None
+    assert account_run("c", {"algorithm": "centralized"}, {"runs": []}) is None
+
+
+def test_fixed_noise_run_is_listed_without_epsilon():
+    entry = account_run("a", {"algorithm": "admm_sharing", "sigma": 0.3},
+                        _ledger(certified=False, notes=["fixed sigma: epsilon not certified"]))
+    assert entry["certified"] is False and entry["tight"] is None and entry["paper"] is None
+    assert entry["noise"]["sigma"] == 0.3 and entry["status"].startswith("not certified")
+
+
+def test_certified_run_gets_paper_and_tight_bounds():
+    events = [GaussianEvent(sigma=5.0, sensitivity=1.0, count=10, party="p1"),
+              GaussianEvent(sigma=8.0, sensitivity=1.0, count=10, party="p2")]
+    bound = {"name": "admm_sharing.corollary1", "inputs": {"epsilon": 1.0, "delta": 1e-5, "epochs": 10,
+                                                            "delta_prime": 1e-5}}
+    entry = account_run("a", {"algorithm": "admm_sharing"},
+                        _ledger(certified=True, events=events, paper_bound=bound, seeds=2))
+    assert entry["status"] == "certified" and entry["seeds"] == 2
+    tight, paper = entry["tight"]["epsilon"], entry["paper"]["epsilon"]
+    assert math.isfinite(tight) and 0 < tight < paper
+    assert entry["noise"] == {"releases": {"gaussian": 20}, "sigma_min": 5.0, "sigma_max": 8.0}
+
+
+def test_certified_without_delta_is_an_error():
+    with pytest.raises(ValueError, match="without delta"):
+        account_run("a", {}, _ledger(certified=True, delta=None,
+                                     events=[GaussianEvent(sigma=1.0, sensitivity=1.0)]))
