@@ -9,6 +9,8 @@ import argparse
 import logging
 import sys
 
+from threadpoolctl import threadpool_limits
+
 from ppml.config import ParamError, load_params, section
 from ppml.experiment import run
 from ppml.io import write_json
@@ -27,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         params = load_params(args.params)
         block = section(params, f"experiments.{args.experiment}")
         seed = section(params, "seed")
-        outputs = run(args.experiment, block, args.data, seed=seed)
+        # One BLAS thread: the algorithms' matrix products are small enough that threads only contend on a
+        # 2-core machine, and a fixed thread count keeps floating-point results repeatable run to run.
+        with threadpool_limits(limits=1):
+            outputs = run(args.experiment, block, args.data, seed=seed)
     except (ParamError, FileNotFoundError) as exc:
         print(f"train@{args.experiment}: {exc}", file=sys.stderr)
         return 2

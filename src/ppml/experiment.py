@@ -27,6 +27,9 @@ AGGREGATED = ("train_objective", "train_logloss", "train_error", "test_logloss",
 def experiment_params(name: str, block: Any) -> tuple[Any, Any, int]:
     """(module, validated Params, number of seeds) of experiment `name`."""
     path = f"experiments.{name}"
+    if "." in name:
+        raise ParamError(f"{path}: experiment names must not contain '.' (DVC reads it as a key separator); "
+                         f"write {name.replace('.', '_')!r}")
     if not isinstance(block, dict):
         raise ParamError(f"{path} must be a mapping, got {block!r}")
     for key in ("algorithm", "dataset"):

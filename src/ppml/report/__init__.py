@@ -8,4 +8,5 @@ PAPER_REPORTS: list[str] = [
     "ppml.report.baselines",
     "ppml.report.admm_sharing",
     "ppml.report.fdml",
+    "ppml.report.pp_admm",
 ]

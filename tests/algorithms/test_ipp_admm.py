@@ -1,0 +1,105 @@
+import math
+
+import numpy as np
+import pytest
+
+from ppml.algorithms import ipp_admm, pp_admm
+from ppml.algorithms.decentralized_admm import make_agents
+from ppml.models.losses import objective_and_gradient, solve_l2_logistic
+from ppml.parties import Party
+from ppml.privacy.events import ZCDPEvent
+from ppml.privacy.paper_bounds import evaluate
+
+LAM = 0.05
+
+
+def horizontal(rng, *, agents=5, n=120, d=5, n_test=200):
+    """Agents with their own rows (in the unit ball) and an evaluator holding the test rows."""
+    w = rng.normal(size=d) * 3
+    X = rng.normal(size=(agents * n + n_test, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = (rng.random(len(X)) < 1 / (1 + np.exp(-X @ w))).astype(np.int8)
+    cols = tuple(f"c{k}" for k in range(d))
+    parties = [Party(name=f"agent{i + 1}", columns=cols, ids=np.array([f"r{i}-{k}" for k in range(n)]),
+                     X=X[i * n:(i + 1) * n], y=y[i * n:(i + 1) * n]) for i in range(agents)]
+    evaluator = Party(name="evaluator", columns=cols, ids=np.array([f"t{k}" for k in range(n_test)]),
+                      X=X[agents * n:], y=y[agents * n:])
+    return parties, evaluator
+
+
+@pytest.fixture(scope="module")
+def data():
+    return horizontal(np.random.default_rng(9))
+
+
+def run(parties, evaluator, *, seed=0, capture=False, **kw):
+    params = ipp_admm.Params(lam=LAM, **kw)
+    rng = np.random.default_rng(seed)
+    network = ipp_admm.network_for(parties, params, rng=rng, capture=capture)
+    return ipp_admm.fit(parties, network, params, rng=rng, evaluation=evaluator), network, params
+
+
+def test_huge_alpha_broadcasts_nothing(data):
+    parties, evaluator = data
+    history, network, _ = run(parties, evaluator, T=5, alpha=1e12, capture=True)
+    assert network.messages == []
+    assert history.extra["broadcasts"] == {p.name: 0 for p in parties}
+    assert history.final["train_logloss"] == pytest.approx(math.log(2))  # every model is still zero
+
+
+def test_minus_infinity_alpha_broadcasts_every_round_until_c(data):
+    parties, evaluator = data
+    history, network, _ = run(parties, evaluator, T=6, c=3, alpha=-math.inf, capture=True)
+    degree = {p.name: sum(1 for e in network.edges if p.name in e) for p in parties}
+    for name in degree:
+        rounds = sorted({m.round for m in network.messages if m.src == name})
+        assert rounds == [0, 1, 2]  # rounds 1..3 of the algorithm, then it has used its c broadcasts
+        assert sum(1 for m in network.messages if m.src == name) == 3 * degree[name]
+    assert history.extra["broadcasts"] == {p.name: 3 for p in parties}
+    assert [r["broadcasts_total"] for r in history.records] == [5, 10, 15, 15, 15, 15]
+
+
+def test_noise_off_reaches_the_centralized_optimum(data):
+    parties, evaluator = data
+    history, _, _ = run(parties, evaluator, noise=False, beta=1e-10, T=150, c=150, alpha=-math.inf)
+    X = np.vstack([p.X for p in parties])
+    y = np.concatenate([p.y for p in parties])
+    f_star = objective_and_gradient(solve_l2_logistic(X, y, LAM), X, y, LAM)[0]
+    assert history.final["train_objective"] == pytest.approx(f_star, rel=1e-4)
+
+
+def test_quality_is_the_clipped_loss_decrease():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 3))
+    y = rng.choice([-1.0, 1.0], size=40)
+    old, new = rng.normal(size=3) * 4, rng.normal(size=3)
+    slow = sum(min(math.log1p(math.exp(-yk * xk @ old)), 2.0) - min(math.log1p(math.exp(-yk * xk @ new)), 2.0)
+               for xk, yk in zip(X, y))
+    fast = ipp_admm.clipped_loss_decrease(X, y, old, new, clip=2.0, row_weight=0.5)
+    assert fast == pytest.approx(0.5 * slow)
+
+
+def test_sigma1_uses_epsilon_i1_and_the_budget_meets_the_target(data):
+    parties, evaluator = data
+    history, _, params = run(parties, evaluator, T=8, epsilon=2.0)
+    budget = params.budget(svt_share=params.svt_share, c=params.c)
+    rng = np.random.default_rng(0)
+    agent = make_agents(parties, ipp_admm.network_for(parties, params, rng=rng), loss_scale="sum", rng=rng)[0]
+    alg2 = pp_admm.calibrate_agent(agent, params, budget, sigma1_epsilon=budget.epsilon_i1)
+    assert history.extra["agents"][agent.name]["sigma1"] == pytest.approx(alg2.sigma1)
+    assert alg2.sigma1 == pytest.approx(2.0 * (1 + math.sqrt(2 * math.log(1e4))) / budget.epsilon_i1)
+    assert evaluate(history.ledger.paper_bound)["epsilon"] == pytest.approx(2.0, rel=1e-9)
+    svt_events = [e for e in history.ledger.events
+                  if isinstance(e, ZCDPEvent) and e.rho == pytest.approx(budget.rho_svt)]
+    assert len(svt_events) == 5 and all(e.count == 1 for e in svt_events)
+    assert all(e.count == 8 for e in history.ledger.events if e not in svt_events)
+
+
+def test_traffic_audit_and_determinism(data):
+    parties, evaluator = data
+    a, network, _ = run(parties, evaluator, T=6, capture=True, seed=2)
+    b, _, _ = run(parties, evaluator, T=6, seed=2)
+    assert {m.tag for m in network.messages} <= {"theta"}
+    assert all(frozenset((m.src, m.dst)) in network.edges for m in network.messages)
+    assert sum(len([m for m in network.messages if m.src == p.name]) > 0 for p in parties) >= 1
+    assert a.records == b.records and a.final == b.final
