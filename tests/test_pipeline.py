@@ -50,6 +50,7 @@ def pipeline(tmp_path_factory):
     shutil.copytree(ROOT / "stages", repo / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "src" / "ppml", repo / "src" / "ppml", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "reports" / "published", repo / "reports" / "published")
+    shutil.copytree(ROOT / "data" / "user", repo / "data" / "user")
     (repo / "params.yaml").write_text(yaml.safe_dump(PARAMS, sort_keys=False))
     mirror = tmp_path_factory.mktemp("mirror")  # empty: gisette cannot be had
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}

@@ -1,4 +1,4 @@
-"""Verified download of a dataset's raw files: local mirror first, then the original URL.
+"""Verified download of a dataset's raw files, from a local mirror or the original URL, or of a user's file.
 
 Every file of a :class:`~ppml.data.sources.Dataset` is checked against the sha256 of its *uncompressed* bytes,
 whatever its origin: a plain or ``.xz`` copy in a mirror laid out as ``<mirror>/<dataset>/<name>[.xz]``, or
@@ -8,6 +8,10 @@ always a verified one. If the call fails for any reason, every file it wrote is 
 ``status.json`` that marks a complete directory is written last, so a directory never looks complete when
 it is not.
 
+Data that may not be redistributed (the IPUMS extracts of PP-ADMM [1]_) is supplied by the user as a CSV
+file under ``data/user/`` (``source: user``): it is copied, the same way, to :data:`USER_FILE` and its
+sha256 recorded, so that a changed file is seen downstream.
+
 ``status.json`` is the record downstream stages read. It holds no timestamps, so the same inputs give the
 same bytes (DVC hashes outputs)::
 
@@ -15,6 +19,13 @@ same bytes (DVC hashes outputs)::
      "files": {"a9a": "<sha256>", "a9a.t": "<sha256>"}}
     {"dataset": "gisette", "available": false, "synthetic": false, "reason": "..."}
     {"dataset": "tiny", "available": true, "synthetic": true, "source": "synthetic", "files": {}}
+    {"dataset": "ipums_us", "available": true, "synthetic": false, "source": "user",
+     "path": "data/user/ipums_us.csv", "files": {"user.csv": "<sha256>"}}
+
+References
+----------
+.. [1] J. Ding, J. Wang, G. Liang, J. Bi, M. Pan, "Towards Plausible Differentially Private ADMM Based
+   Distributed Machine Learning", CIKM 2020 (Adult, and IPUMS US and Brazil).
 """
 
 from __future__ import annotations
@@ -35,9 +46,11 @@ from ppml.io import atomic_path, read_json, write_json
 log = logging.getLogger(__name__)
 
 STATUS_FILE = "status.json"
-#: Values of ``datasets.<key>.source`` in params.yaml: files from the registry, or data the prepare stage
-#: generates itself (nothing to download).
-SOURCES = ("registry", "synthetic")
+#: Values of ``datasets.<key>.source`` in params.yaml: files from the registry, data the prepare stage
+#: generates itself (nothing to download), or a CSV file the user supplies.
+SOURCES = ("registry", "synthetic", "user")
+#: Name of the copy of a user's file in the output directory.
+USER_FILE = "user.csv"
 DEFAULT_TIMEOUT = 60.0
 _CHUNK = 1 << 20
 
@@ -68,13 +81,14 @@ class _NetworkFailure(Exception):
 
 def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: str | Path | None = None,
                      timeout: float = DEFAULT_TIMEOUT, source: str = "registry",
+                     path: str | Path | None = None,
                      registry: Mapping[str, Dataset] | None = None) -> dict[str, Any]:
     """Put dataset `key`'s verified files under `out_dir` and write ``out_dir/status.json``.
 
     Parameters
     ----------
     key : str
-        Dataset key in the registry (:data:`ppml.data.sources.DATASETS`).
+        Dataset key in the registry (:data:`ppml.data.sources.DATASETS`), or of the user's dataset.
     out_dir : path
         Directory to fill (``data/raw/<key>``); files keep their registry names, sub-directories included.
     required : bool
@@ -83,8 +97,11 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
         A directory laid out as ``<dataset>/<name>`` or ``<dataset>/<name>.xz``, looked at before the URL.
     timeout : float
         Seconds to wait for the server when connecting and on each read.
-    source : {"registry", "synthetic"}
-        ``"synthetic"`` datasets have no files: only the status is written.
+    source : {"registry", "synthetic", "user"}
+        ``"synthetic"`` datasets have no files: only the status is written. ``"user"`` datasets are the
+        file at `path`, copied to ``out_dir/`` :data:`USER_FILE`.
+    path : path, optional
+        The user's file (``datasets.<key>.path``); required for, and only for, ``source="user"``.
     registry : mapping, optional
         Registry to look `key` up in (tests pass their own).
 
@@ -92,7 +109,8 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
     -------
     dict
         The status written to ``status.json``. ``source`` is where the files came from: ``"mirror"``,
-        ``"url"``, ``"present"`` (already in `out_dir` and verified) or a ``+``-joined combination.
+        ``"url"``, ``"present"`` (already in `out_dir` and verified) or a ``+``-joined combination; ``"user"``
+        for a user's file, whose ``path`` is recorded too.
 
     Raises
     ------
@@ -100,13 +118,17 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
         A copy's digest is not the registered one (the message names the file and both digests), whether or
         not the dataset is required: a wrong copy is never the same as a missing one.
     DataUnavailableError
-        `required` is True and some file is neither in the mirror nor downloadable; the message lists the
-        files and says how to supply them.
+        `required` is True and some file is neither in the mirror nor downloadable (the message lists the
+        files and says how to supply them), or the user's file is missing (the message says where to put it).
     DownloadError
-        Unknown key or source, or `mirror` is not a directory.
+        Unknown key or source, `mirror` is not a directory, or `path` given for a source other than
+        ``"user"`` or missing for it.
     """
     if source not in SOURCES:
         raise DownloadError(f"dataset {key!r}: source must be one of {list(SOURCES)}, got {source!r}")
+    if (path is None) == (source == "user"):
+        raise DownloadError(f"dataset {key!r}: a path is needed for, and only for, source 'user' "
+                            f"(source {source!r}, path {path!r})")
     out_dir = Path(out_dir)
     status_path = out_dir / STATUS_FILE
     status_path.unlink(missing_ok=True)  # a stale status would vouch for files this call may not deliver
@@ -115,6 +137,8 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
         write_json(status_path, status)
         log.info("%s: synthetic dataset, nothing to download", key)
         return status
+    if source == "user":
+        return _copy_user_file(key, Path(path), out_dir, required=required)
     try:
         dataset = get_dataset(key, registry)
     except KeyError as exc:
@@ -156,6 +180,32 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
     status = {"dataset": key, "available": True, "synthetic": False,
               "source": "+".join(sorted(set(origins.values()))),
               "files": {f.name: f.sha256 for f in dataset.files}}
+    write_json(status_path, status)
+    return status
+
+
+def _copy_user_file(key: str, path: Path, out_dir: Path, *, required: bool) -> dict[str, Any]:
+    """Copy the user's file to ``out_dir/USER_FILE`` and write the status that records its sha256."""
+    status_path = out_dir / STATUS_FILE
+    if not path.is_file():
+        where = (f"{path} (named by datasets.{key}.path in params.yaml) does not exist; put your CSV file "
+                 f"there (see data/user/README.md)")
+        if required:
+            raise DataUnavailableError(f"dataset {key!r} is not available: {where}")
+        status = {"dataset": key, "available": False, "synthetic": False, "reason": where}
+        write_json(status_path, status)
+        log.warning("%s: optional dataset unavailable: %s", key, where)
+        return status
+    created_dirs = _make_dirs(out_dir)
+    try:
+        with path.open("rb") as stream, atomic_path(out_dir / USER_FILE) as tmp:
+            sha256, nbytes = _write_chunks(_read_chunks(stream), tmp)
+    except BaseException:
+        _remove([], created_dirs)
+        raise
+    log.info("%s: copied %s (%d bytes, sha256 %s)", key, path, nbytes, sha256)
+    status = {"dataset": key, "available": True, "synthetic": False, "source": "user", "path": str(path),
+              "files": {USER_FILE: sha256}}
     write_json(status_path, status)
     return status
 
@@ -228,20 +278,25 @@ def _read_network_chunks(stream: BinaryIO) -> Iterator[bytes]:
 
 def _store(chunks: Iterator[bytes], dest: Path, spec: SourceFile, *, origin: str) -> None:
     """Write `chunks` to a temp file beside `dest`; rename it onto `dest` only if the sha256 matches."""
-    digest = hashlib.sha256()
-    nbytes = 0
     with atomic_path(dest) as tmp:
-        with tmp.open("wb") as out:
-            for chunk in chunks:
-                digest.update(chunk)
-                out.write(chunk)
-                nbytes += len(chunk)
-        actual = digest.hexdigest()
+        actual, nbytes = _write_chunks(chunks, tmp)
         if actual != spec.sha256:
             size = f" ({nbytes} bytes, expected {spec.size})" if spec.size not in (None, nbytes) else ""
             raise ChecksumError(f"{spec.name}: sha256 mismatch for the copy from {origin}{size}: "
                                 f"expected {spec.sha256}, got {actual}")
     log.info("verified %s (sha256 %s) from %s", spec.name, actual, origin)
+
+
+def _write_chunks(chunks: Iterator[bytes], dest: Path) -> tuple[str, int]:
+    """Write `chunks` to `dest`; return their sha256 and their number of bytes."""
+    digest = hashlib.sha256()
+    nbytes = 0
+    with dest.open("wb") as out:
+        for chunk in chunks:
+            digest.update(chunk)
+            out.write(chunk)
+            nbytes += len(chunk)
+    return digest.hexdigest(), nbytes
 
 
 def _sha256_of(path: Path) -> str:

@@ -35,6 +35,10 @@ Readers, one per source format (``datasets.<key>.reader``); file names follow th
   past due, debt ratio, monthly income), missing values set to 0, z-scored with the mean and population
   standard deviation over all 150000 rows, rounded to 6 decimals. This reproduces all 30000 x 10 values
   of FATE's published ``give_credit_homo_test.csv`` (to float precision) and their labels.
+- ``user_csv`` (``source: user``): the user's CSV file (``path``; copied by the download stage), read by
+  :func:`ppml.data.readers.read_user_csv` and treated as Adult is: records with a missing value dropped,
+  numeric columns kept, the others one-hot encoded with levels from the complete records. This is how the
+  IPUMS US and Brazil extracts of [2]_, which may not be redistributed, come in.
 - ``synthetic`` (``source: synthetic``): :func:`ppml.data.synthetic.logistic_dataset` with ``n`` rows and
   ``sum(split)`` columns.
 
@@ -43,7 +47,7 @@ References
 .. [1] Y. Hu, D. Niu, J. Yang, S. Zhou, "Learning Privately over Distributed Features: an ADMM Sharing
    Approach", AAAI 2020 (a9a split 66/57, gisette 2000/2000/1000).
 .. [2] J. Ding, J. Wang, G. Liang, J. Bi, M. Pan, "Towards Plausible Differentially Private ADMM Based
-   Distributed Machine Learning", CIKM 2020 (Adult: 35000 training rows over N agents).
+   Distributed Machine Learning", CIKM 2020 (Adult: 35000 training rows over N agents; IPUMS US, Brazil).
 .. [3] K. Yang, T. Fan, T. Chen, Y. Shi, Q. Yang, "A Quasi-Newton Method Based Vertical Federated
    Learning Framework for Logistic Regression", arXiv:1912.00513 (Credit 1 and Credit 2, FATE splits).
 """
@@ -57,7 +61,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator, Literal, Mapping
 
 import numpy as np
@@ -67,7 +71,7 @@ import scipy.sparse as sp
 from ppml.config import build, fail, flat_fields, section
 from ppml.data import readers
 from ppml.data.align import align
-from ppml.data.download import read_status
+from ppml.data.download import USER_FILE, read_status
 from ppml.data.normalize import HORIZONTAL, VERTICAL
 from ppml.data.partition import Table, deal_rows, stratified_test_mask, vertical_holdings
 from ppml.data.prepared import MANIFEST, DataUnavailable
@@ -82,15 +86,12 @@ log = logging.getLogger(__name__)
 
 EVALUATOR = "evaluator"
 _PARTY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+#: Where ``datasets.<key>.path`` of user data must lie: the download stage's DVC dependency.
+USER_DIR = PurePosixPath("data/user")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # readers: raw files -> Table
-
-
-def _row_ids(prefix: str, n: int) -> np.ndarray:
-    """``<prefix>-0001``, ... zero-padded to one width, for sources without an id column."""
-    return np.char.add(f"{prefix}-", np.char.zfill(np.arange(1, n + 1).astype(str), len(str(n))))
 
 
 def _feature_names(d: int) -> tuple[str, ...]:
@@ -102,8 +103,8 @@ def _read_libsvm(raw_dir: Path, *, key: str, params: DatasetParams, rng: np.rand
     d = sum(params.split)
     X_train, y_train = readers.read_libsvm(raw_dir / key, n_features=d)
     X_test, y_test = readers.read_libsvm(raw_dir / f"{key}.t", n_features=d)
-    return Table(ids=np.concatenate([_row_ids("train", len(y_train)), _row_ids("test", len(y_test))]),
-                 X=sp.vstack([X_train, X_test], format="csr"), columns=_feature_names(d),
+    ids = np.concatenate([readers.row_ids("train", len(y_train)), readers.row_ids("test", len(y_test))])
+    return Table(ids=ids, X=sp.vstack([X_train, X_test], format="csr"), columns=_feature_names(d),
                  y=np.concatenate([y_train, y_test]),
                  test=np.repeat([False, True], [len(y_train), len(y_test)]))
 
@@ -117,7 +118,7 @@ def _read_nips2003(raw_dir: Path, *, key: str, params: DatasetParams, rng: np.ra
         if len(X[part]) != len(y[part]):
             raise readers.DataFormatError(raw_dir / f"{key}_{part}.labels", len(y[part]),
                                           f"{len(y[part])} labels for {len(X[part])} rows", "")
-    return Table(ids=np.concatenate([_row_ids(part, len(y[part])) for part in X]),
+    return Table(ids=np.concatenate([readers.row_ids(part, len(y[part])) for part in X]),
                  X=np.vstack([X["train"], X["valid"]]), columns=_feature_names(d),
                  y=np.concatenate([y["train"], y["valid"]]),
                  test=np.repeat([False, True], [len(y["train"]), len(y["valid"])]))
@@ -125,13 +126,35 @@ def _read_nips2003(raw_dir: Path, *, key: str, params: DatasetParams, rng: np.ra
 
 def _read_adult(raw_dir: Path, *, key: str, params: DatasetParams, rng: np.random.Generator) -> Table:
     frames = {part: readers.read_adult(raw_dir / f"adult.{part}") for part in ("data", "test")}
-    ids = np.concatenate([_row_ids(part, len(frame)) for part, frame in frames.items()])
+    ids = np.concatenate([readers.row_ids(part, len(frame)) for part, frame in frames.items()])
     frame = pd.concat(frames.values(), ignore_index=True)
-    complete = frame.notna().all(axis=1).to_numpy()
-    frame = frame[complete]
     categorical = [c for c in readers.ADULT_COLUMNS[:-1] if c not in readers.ADULT_NUMERIC]
-    X = pd.get_dummies(frame.drop(columns="income"), columns=categorical, prefix_sep="=", dtype=np.float64)
-    return Table(ids=ids[complete], X=X.to_numpy(), columns=tuple(X.columns), y=frame["income"].to_numpy(),
+    return _one_hot_table(ids, frame.drop(columns="income"), frame["income"].to_numpy(),
+                          categorical=categorical)
+
+
+def _read_user_csv(raw_dir: Path, *, key: str, params: DatasetParams, rng: np.random.Generator) -> Table:
+    ids, features, y = readers.read_user_csv(raw_dir / USER_FILE, label_column=params.label_column,
+                                             positive_label=params.positive_label, id_column=params.id_column)
+    categorical = [c for c in features.columns if not pd.api.types.is_numeric_dtype(features[c])]
+    return _one_hot_table(ids, features, y, categorical=categorical)
+
+
+def _one_hot_table(ids: np.ndarray, features: pd.DataFrame, y: np.ndarray, *,
+                   categorical: list[str]) -> Table:
+    """The complete records, their other columns kept and the `categorical` ones one-hot encoded.
+
+    Records with a missing value are dropped (and counted in ``info``). Levels (``workclass=Private``, ...)
+    come from the complete records of all rows, training and test alike: the attribute domains are public
+    (adult.names, the IPUMS codebooks), so this leaks nothing about any party's rows.
+    """
+    complete = features.notna().all(axis=1).to_numpy()
+    if not complete.any():
+        raise ValueError(f"all {len(ids)} records have a missing value")
+    X = pd.get_dummies(features[complete], columns=categorical, prefix_sep="=", dtype=np.float64)
+    log.info("%d of %d records dropped for a missing value; %d columns one-hot encoded",
+             int((~complete).sum()), len(ids), len(categorical))
+    return Table(ids=ids[complete], X=X.to_numpy(np.float64), columns=tuple(X.columns), y=y[complete],
                  info={"records": len(ids), "dropped_missing": int((~complete).sum()),
                        "one_hot": categorical})
 
@@ -205,6 +228,7 @@ READERS: dict[str, Reader] = {
     "adult": Reader(_read_adult, own_test_rows=False, width_from_split=False),
     "fate_hetero": Reader(_read_fate_hetero, own_test_rows=False, width_from_split=False),
     "give_credit": Reader(_read_give_credit, own_test_rows=False, width_from_split=False),
+    "user_csv": Reader(_read_user_csv, own_test_rows=False, width_from_split=False),
     "synthetic": Reader(_generate, own_test_rows=False, width_from_split=True),
 }
 
@@ -229,12 +253,23 @@ class DatasetParams:
         (see :mod:`ppml.data.normalize`).
     required : bool
         Whether a download failure is an error (True) or the dataset is recorded as unavailable.
-    source : {"registry", "synthetic"}
-        Files of :mod:`ppml.data.sources` (downloaded and verified), or generated data.
+    source : {"registry", "synthetic", "user"}
+        Files of :mod:`ppml.data.sources` (downloaded and verified), generated data, or a CSV file the user
+        supplies (data that may not be redistributed, such as IPUMS extracts).
     reader : str
-        How the registry files are read: a key of :data:`READERS` other than ``synthetic``. Registry only.
+        How the files are read: a key of :data:`READERS` other than ``synthetic``; ``user_csv`` for, and
+        only for, user data. Omitted for synthetic data.
     n : int
         Synthetic only: number of rows (the number of columns is ``sum(split)``).
+    path : str
+        User data only: the CSV file, relative to the repository root and under ``data/user/`` (the
+        download stage's DVC dependency, so that a changed file re-runs the pipeline).
+    label_column : str
+        User data only: header of the label column.
+    positive_label : str
+        User data only: the label that counts as 1 (quoted in YAML, ``"1"``); every other label counts as 0.
+    id_column : str
+        User data only, optional: header of the entity id column; without one the rows are numbered.
     split : list of int
         Vertical only: number of columns of each party.
     label_holder : str
@@ -255,9 +290,13 @@ class DatasetParams:
     parties: tuple[str, ...]
     normalize: Literal["block_rows", "zscore_block_rows", "fate_zscore", "max_abs_rows"]
     required: bool = True
-    source: Literal["registry", "synthetic"] = "registry"
-    reader: Literal["libsvm", "nips2003", "adult", "fate_hetero", "give_credit"] | None = None
+    source: Literal["registry", "synthetic", "user"] = "registry"
+    reader: Literal["libsvm", "nips2003", "adult", "fate_hetero", "give_credit", "user_csv"] | None = None
     n: int | None = field(default=None, metadata={"gt": 0})
+    path: str | None = None
+    label_column: str | None = None
+    positive_label: str | None = None
+    id_column: str | None = None
     split: tuple[int, ...] | None = field(default=None, metadata={"gt": 0})
     label_holder: str | None = None
     alignment: Literal["psi", "plain"] | None = None
@@ -271,17 +310,7 @@ class DatasetParams:
         for name in self.parties:
             if not _PARTY_NAME.fullmatch(name):
                 fail("parties", f"names must be letters, digits, '_' or '-' (they name files), got {name!r}")
-        if self.source == "synthetic":
-            if self.reader is not None:
-                fail("reader", f"must be omitted for synthetic data, got {self.reader!r}")
-            if self.n is None:
-                fail("n", "is required for synthetic data")
-        else:
-            if self.reader is None:
-                choices = [r for r in READERS if r != "synthetic"]
-                fail("reader", f"is required for registry data (one of {choices})")
-            if self.n is not None:
-                fail("n", "is only for synthetic data")
+        self._check_source()
         if self.partition == "vertical":
             self._check_vertical()
         else:
@@ -295,6 +324,38 @@ class DatasetParams:
     @property
     def _reader_key(self) -> str:
         return "synthetic" if self.source == "synthetic" else self.reader
+
+    def _check_source(self) -> None:
+        if self.source == "synthetic":
+            if self.reader is not None:
+                fail("reader", f"must be omitted for synthetic data, got {self.reader!r}")
+            if self.n is None:
+                fail("n", "is required for synthetic data")
+        else:
+            if self.reader is None:
+                user = self.source == "user"
+                choices = [r for r in READERS if r != "synthetic" and (r == "user_csv") == user]
+                fail("reader", f"is required for {self.source} data (one of {choices})")
+            if self.n is not None:
+                fail("n", "is only for synthetic data")
+        if (self.reader == "user_csv") != (self.source == "user"):
+            fail("reader", f"must be user_csv for, and only for, source user; got reader {self.reader!r} "
+                           f"with source {self.source!r}")
+        user_fields = ("path", "label_column", "positive_label", "id_column")
+        if self.source != "user":
+            for name in user_fields:
+                if getattr(self, name) is not None:
+                    fail(name, f"is only for user data (source: user), got {getattr(self, name)!r}")
+            return
+        for name in user_fields[:-1]:
+            if getattr(self, name) is None:
+                fail(name, "is required for user data")
+        path = PurePosixPath(self.path)
+        if path.is_absolute() or ".." in path.parts or path.parent.parts[:2] != USER_DIR.parts:
+            fail("path", f"must be a file under {USER_DIR}/ relative to the repository root (so that DVC "
+                         f"tracks it), got {self.path!r}")
+        if self.id_column == self.label_column:
+            fail("id_column", f"must differ from label_column, got {self.id_column!r} for both")
 
     def _check_vertical(self) -> None:
         for name in ("split", "label_holder", "alignment", "private_fraction"):

@@ -1,4 +1,5 @@
-"""Readers for the raw dataset files: LIBSVM, the UCI Adult files, CSV tables, and NIPS 2003 dense matrices.
+"""Readers for the raw dataset files: LIBSVM, the UCI Adult files, CSV tables (the registry's and a user's),
+and NIPS 2003 dense matrices.
 
 Readers only read: they return arrays or data frames and never write. Every malformed input raises
 :class:`DataFormatError` naming the file, the 1-based line number and the offending value, so that a bad
@@ -184,6 +185,14 @@ def read_adult(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(frame)
 
 
+def row_ids(prefix: str, n: int) -> np.ndarray:
+    """``<prefix>-01``, ... ``<prefix>-<n>`` zero-padded to one width, for sources without an id column.
+
+    The padding makes the ids sort in row order.
+    """
+    return np.char.add(f"{prefix}-", np.char.zfill(np.arange(1, n + 1).astype(str), len(str(n))))
+
+
 def read_csv_table(path: str | Path, *, id_column: str, label_column: str | None = None,
                    expected_labels: tuple[Any, Any] = (0, 1),
                    allow_missing: bool = False) -> tuple[np.ndarray, pd.DataFrame, np.ndarray | None]:
@@ -220,33 +229,8 @@ def read_csv_table(path: str | Path, *, id_column: str, label_column: str | None
     """
     path = Path(path)
     _check_pair("expected_labels", expected_labels)
-    rows, row_lines = _csv_rows(path)
-    if not rows:
-        raise DataFormatError(path, 1, "no header line", "")
-    header, rows, line_numbers = rows[0], rows[1:], row_lines[1:]
-    repeated = [name for k, name in enumerate(header) if name in header[:k]]
-    if repeated:
-        raise DataFormatError(path, 1, "column name repeated in the header", repeated[0])
-    for name in (id_column, label_column):
-        if name is not None and name not in header:
-            raise DataFormatError(path, 1, f"missing column (columns: {', '.join(header)})", name)
-    if not rows:
-        raise DataFormatError(path, 2, "no data rows", "")
-    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-    ragged = np.flatnonzero(lengths != len(header))
-    if ragged.size:
-        k = ragged[0]
-        problem = "empty line" if lengths[k] == 0 else f"expected {len(header)} fields, found {lengths[k]}"
-        raise DataFormatError(path, line_numbers[k], problem, ",".join(rows[k]))
-    table = np.array(rows, dtype=object)  # (rows, columns) of str; column slices need no per-row loop
-
-    ids = table[:, header.index(id_column)].astype(str)
-    _first_error(path, ids == "", line_numbers, ids, f"empty id in column {id_column!r}")
-    duplicated = pd.Series(ids).duplicated().to_numpy()
-    if duplicated.any():
-        k = int(np.argmax(duplicated))
-        first = line_numbers[int(np.argmax(ids == ids[k]))]
-        raise DataFormatError(path, line_numbers[k], f"duplicate id (first on line {first})", ids[k])
+    header, table, line_numbers = _csv_table(path, (id_column, label_column))
+    ids = _unique_ids(path, table[:, header.index(id_column)], id_column, line_numbers)
 
     labels = None
     if label_column is not None:
@@ -264,6 +248,71 @@ def read_csv_table(path: str | Path, *, id_column: str, label_column: str | None
         if not allow_missing:
             _first_error(path, missing, line_numbers, table[:, j], f"missing value in column {name!r}")
         features[name] = _numeric(path, name, table[:, j], missing, line_numbers)
+    return ids, pd.DataFrame(features, columns=list(features)), labels
+
+
+def read_user_csv(path: str | Path, *, label_column: str, positive_label: str,
+                  id_column: str | None = None) -> tuple[np.ndarray, pd.DataFrame, np.ndarray]:
+    """Read a CSV table a user supplies (``source: user``), e.g. an IPUMS extract, with mixed column types.
+
+    Parameters
+    ----------
+    path : path
+        A CSV file whose first line names the columns.
+    label_column : str
+        Header of the label column.
+    positive_label : str
+        The label (as written, surrounding spaces ignored) that counts as 1; every other label counts as 0.
+    id_column : str, optional
+        Header of the entity id column; without one, the data rows are numbered ``row-1``, ... (zero-padded,
+        see :func:`row_ids`).
+
+    Returns
+    -------
+    ids : ndarray of str
+        The ids, in file order.
+    features : pandas.DataFrame
+        Every other column in file order, named by its header: float64 when every present cell is a number,
+        else the cells as strings (surrounding spaces removed). Missing cells (:data:`CSV_MISSING`) are NaN
+        in both; the caller decides what to do with such rows and how to encode the strings.
+    labels : ndarray of int8 in {0, 1}
+
+    Raises
+    ------
+    DataFormatError
+        A repeated name in the header or a missing label or id column, a row with the wrong number of fields
+        (or an empty line), an empty or duplicate id, a missing label, labels of one class only (which
+        usually means a mistyped `positive_label`), or an infinite number.
+    """
+    path = Path(path)
+    header, table, line_numbers = _csv_table(path, (id_column, label_column))
+    if id_column is None:
+        ids = row_ids("row", len(table))
+    else:
+        ids = _unique_ids(path, table[:, header.index(id_column)], id_column, line_numbers)
+
+    cells = pd.Series(table[:, header.index(label_column)], dtype=object).str.strip()
+    _first_error(path, cells.isin(CSV_MISSING).to_numpy(), line_numbers, cells,
+                 f"missing label in column {label_column!r}")
+    labels = (cells == positive_label).to_numpy().astype(np.int8)
+    if labels.min() == labels.max():
+        found = ", ".join(repr(label) for label in cells.unique()[:5])
+        relation = "equal to" if labels[0] else "different from"
+        raise DataFormatError(path, 1, f"every label in column {label_column!r} is {relation} the positive "
+                                       f"label (labels found: {found}); both classes are needed",
+                              positive_label)
+
+    features = {}
+    for j, name in enumerate(header):
+        if name in (id_column, label_column):
+            continue
+        cells = pd.Series(table[:, j], dtype=object).str.strip()
+        missing = cells.isin(CSV_MISSING).to_numpy()
+        numbers = pd.to_numeric(cells.mask(missing), errors="coerce").to_numpy(np.float64)
+        if np.isnan(numbers[~missing]).any():
+            features[name] = cells.mask(missing)
+        else:
+            features[name] = _numeric(path, name, cells, missing, line_numbers)  # refuses infinities
     return ids, pd.DataFrame(features, columns=list(features)), labels
 
 
@@ -360,6 +409,44 @@ def _csv_rows(path: Path) -> tuple[list[list[str]], np.ndarray]:
     except csv.Error as exc:
         raise DataFormatError(path, reader.line_num, "not valid CSV", str(exc)) from None
     return rows, np.asarray(starts[:-1])
+
+
+def _csv_table(path: Path, columns: Sequence[str | None]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The header, the cells (rows, columns) as an object array of str, and each row's line number.
+
+    Every name in `columns` (None entries skipped) must be in the header, and every row as long as it.
+    """
+    rows, row_lines = _csv_rows(path)
+    if not rows:
+        raise DataFormatError(path, 1, "no header line", "")
+    header, rows, line_numbers = rows[0], rows[1:], row_lines[1:]
+    repeated = [name for k, name in enumerate(header) if name in header[:k]]
+    if repeated:
+        raise DataFormatError(path, 1, "column name repeated in the header", repeated[0])
+    for name in columns:
+        if name is not None and name not in header:
+            raise DataFormatError(path, 1, f"missing column (columns: {', '.join(header)})", name)
+    if not rows:
+        raise DataFormatError(path, 2, "no data rows", "")
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    ragged = np.flatnonzero(lengths != len(header))
+    if ragged.size:
+        k = ragged[0]
+        problem = "empty line" if lengths[k] == 0 else f"expected {len(header)} fields, found {lengths[k]}"
+        raise DataFormatError(path, line_numbers[k], problem, ",".join(rows[k]))
+    return header, np.array(rows, dtype=object), line_numbers  # column slices need no per-row loop
+
+
+def _unique_ids(path: Path, cells: np.ndarray, name: str, line_numbers: np.ndarray) -> np.ndarray:
+    """An id column as str, refusing empty and repeated ids."""
+    ids = cells.astype(str)
+    _first_error(path, ids == "", line_numbers, ids, f"empty id in column {name!r}")
+    duplicated = pd.Series(ids).duplicated().to_numpy()
+    if duplicated.any():
+        k = int(np.argmax(duplicated))
+        first = line_numbers[int(np.argmax(ids == ids[k]))]
+        raise DataFormatError(path, line_numbers[k], f"duplicate id (first on line {first})", ids[k])
+    return ids
 
 
 def _read_text(path: Path) -> str:

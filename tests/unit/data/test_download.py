@@ -228,7 +228,8 @@ def test_bad_arguments_are_named(tmp_path):
         download_dataset("nope", tmp_path, required=True, registry=_toy())
     with pytest.raises(DownloadError, match=r"mirror .*absent is not a directory"):
         download_dataset("toy", tmp_path, required=True, mirror=tmp_path / "absent", registry=_toy())
-    with pytest.raises(DownloadError, match=r"source must be one of \['registry', 'synthetic'\], got 'ftp'"):
+    with pytest.raises(DownloadError,
+                       match=r"source must be one of \['registry', 'synthetic', 'user'\], got 'ftp'"):
         download_dataset("toy", tmp_path, required=True, source="ftp", registry=_toy())
     with pytest.raises(FileNotFoundError, match="status.json"):
         read_status(tmp_path / "nothing")
