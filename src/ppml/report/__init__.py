@@ -9,4 +9,5 @@ PAPER_REPORTS: list[str] = [
     "ppml.report.admm_sharing",
     "ppml.report.fdml",
     "ppml.report.pp_admm",
+    "ppml.report.paillier_sqn",
 ]

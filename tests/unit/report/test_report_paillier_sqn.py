@@ -1,0 +1,92 @@
+"""Paillier quasi-Newton report: Table 1 beside hand-made runs, traffic table, claims, missing runs."""
+
+import shutil
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from ppml.report import paillier_sqn as report
+from ppml.report.base import ReportOutput, Run, Runs
+
+matplotlib.use("Agg")
+
+PUBLISHED = Path(__file__).resolve().parents[3] / "reports" / "published" / "paillier_sqn_table1.csv"
+
+
+def _run(dataset, batch, method, *, epochs, loss, auc, encrypted=True, converged=True, seeds=1):
+    metrics = {"algorithm": method, "dataset": dataset, "batch_size": batch, "encrypted": encrypted,
+               "status": "ok", "epochs": epochs, "loss": loss, "test_auc": auc, "train_auc": auc + 0.002,
+               "converged": converged, "seconds": 100.0, "seeds": seeds, "eta": 0.15, "lam": 0.01,
+               "key_bits": 2048, "n_parameters": 24, "ab_ciphertexts_per_iteration": 2002.0,
+               "poster_ab_per_iteration": 3000.0, "ab_bytes_per_iteration": 1.0e6,
+               "arbiter_ciphertexts_per_iteration": 25.0, "poster_arbiter_per_iteration": 48.0,
+               "arbiter_bytes_per_iteration": 1.3e4}
+    if method == "paillier_sqn":
+        metrics.update(L=4, M=5, S_H=None)
+    if seeds > 1:
+        metrics["epochs_std"] = 1.5
+    name = f"{method}-{dataset}-b{batch}" + ("" if encrypted else "-plain")
+    records = [{"epoch": e + 1, "loss": loss + 0.01 / (e + 1)} for e in range(epochs)]
+    return Run(name=name, params={}, metrics=metrics, history={"runs": [{"records": records}]})
+
+
+@pytest.fixture
+def out(tmp_path):
+    (tmp_path / "published").mkdir()
+    shutil.copy(PUBLISHED, tmp_path / "published" / "paillier_sqn_table1.csv")
+    return ReportOutput(tmp_path)
+
+
+def _all_runs():
+    runs = []
+    for dataset, loss, auc in (("default_credit", 0.4962, 0.7195), ("give_credit", 0.3145, 0.7000)):
+        for batch in (1000, 3000):
+            runs.append(_run(dataset, batch, "paillier_sgd", epochs=9, loss=loss, auc=auc))
+            runs.append(_run(dataset, batch, "paillier_sqn", epochs=4, loss=loss, auc=auc + 0.005))
+    return runs
+
+
+def test_table_claims_and_figure(out):
+    runs = _all_runs()
+    runs[2] = _run("default_credit", 3000, "paillier_sgd", epochs=30, loss=0.4962, auc=0.7195,
+                   converged=False)
+    runs[7] = _run("give_credit", 3000, "paillier_sqn", epochs=12, loss=0.3145, auc=0.7100)  # slower than SGD
+    runs.append(_run("give_credit", 1000, "paillier_sqn", epochs=5, loss=0.3144, auc=0.70, encrypted=False,
+                     seeds=5))
+    claims = {c.id: c for c in report.build(Runs(runs), out)}
+
+    assert claims["paillier_sqn-default_credit-b1000-fewer-epochs"].passed is True
+    assert claims["paillier_sqn-default_credit-b3000-fewer-epochs"].passed is True  # SGD capped at 30 > 4
+    slower = claims["paillier_sqn-give_credit-b3000-fewer-epochs"]
+    assert slower.passed is False
+    assert "SGD 9 vs SQN 12" in slower.ours and "SGD 14 vs SQN 6" in slower.published
+    match = claims["paillier_sqn-default_credit-b1000-paillier_sgd-matches"]
+    assert match.passed is True and "Δ -0.000018" in match.ours and "Δ -0.0029" in match.ours
+    far = claims["paillier_sqn-give_credit-b3000-paillier_sgd-matches"]  # AUC 0.7000 vs 0.6982: fine
+    assert far.passed is True
+    assert len(claims) == 12
+
+    table = (out.tables_dir / "paillier_sqn_table1.md").read_text()
+    assert "| Credit 1 | 1000 | SGD | 12 | 9 | 0.4962 | 0.4962 |" in table
+    assert r"3\|S\| + 2\|S_H\|/L" in table and "Plaintext mode over seeds" in table
+    assert "| Credit 2 | 3000 | SQN | 2002 | 3000 | 1000 | 25 | 24 | 48 | 13 |" in table
+    assert (out.plots_dir / "paillier_sqn_loss.png").exists()
+    assert (out.plots_dir / "data" / "paillier_sqn_loss.csv").read_text().count("\n") == 1 + 13 + 34 + 13 + 21
+
+
+def test_missing_and_unavailable_runs_leave_claims_unchecked(out):
+    unavailable = _run("give_credit", 1000, "paillier_sgd", epochs=0, loss=0.0, auc=0.0)
+    unavailable.metrics["status"] = "not run: data unavailable (no mirror)"
+    claims = {c.id: c for c in report.build(Runs([unavailable]), out)}
+    fewer = claims["paillier_sqn-give_credit-b1000-fewer-epochs"]
+    assert fewer.passed is None and "data unavailable" in fewer.ours and "no such experiment" in fewer.ours
+    assert all(c.passed is None for c in claims.values())
+    assert "not run: data unavailable" in (out.tables_dir / "paillier_sqn_table1.md").read_text()
+
+
+def test_without_published_numbers(tmp_path):
+    claims = report.build(Runs(_all_runs()), ReportOutput(tmp_path))
+    assert "Published numbers not found" in (tmp_path / "tables" / "paillier_sqn_table1.md").read_text()
+    matches = [c for c in claims if c.id.endswith("-matches")]
+    assert matches and all(c.passed is None for c in matches)
