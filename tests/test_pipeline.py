@@ -76,7 +76,7 @@ def test_repro_runs_every_stage(pipeline):
         assert key in metrics, key
     assert metrics["algorithm"] == "centralized" and local["algorithm"] == "local"
     assert metrics["train_objective"] < local["train_objective"]
-    assert json.loads((repo / "reports/privacy.json").read_text()) == {"runs": []}
+    assert json.loads((repo / "reports/privacy.json").read_text()) == {"runs": [], "missing": []}
     claims = json.loads((repo / "reports/claims.json").read_text())
     assert any(c["id"] == "baselines-tiny-collaboration-helps" for c in claims)
     assert (repo / "reports/claims.md").exists() and (repo / "reports/tables/baselines.md").exists()

@@ -41,6 +41,10 @@ DATASETS = ("a9a", "gisette")
 MODERATE: dict[str, float] = {"a9a": 0.3, "gisette": 1.0}
 #: Datasets of the wide-feature study, in table order.
 WIDE = ("synth_d100", "synth_d1000", "synth_d5000", "synth_d20000", "madelon", "arcene")
+#: Fewest features (bias included) for a dataset of the study to count as wide in the claim; the narrower
+#: synth_d100 stays in the table as the reference point where the advantage is not expected.
+WIDE_MIN_FEATURES = 500
+
 #: Relative distance to the optimum counted as reached in the wide-feature study.
 GAP = 1e-3
 #: Claim thresholds: the issue's reading of the paper's statements.
@@ -364,8 +368,8 @@ def _claim_gisette_speed(runs: Runs) -> Claim:
 
 
 def _claim_wide(study: list[dict[str, Any]]) -> Claim:
-    statement = (f"on wide data ADMM sharing needs fewer epochs than SGD to reach within {GAP:g} of the "
-                 "optimum")
+    statement = (f"on wide data (at least {WIDE_MIN_FEATURES} features) ADMM sharing needs fewer epochs than "
+                 f"SGD to reach within {GAP:g} of the optimum")
     published = "advantage over gradient-based methods on high-dimensional feature spaces (Fig. 2, gisette)"
     verdicts, parts = [], []
     for row in study:
@@ -373,9 +377,11 @@ def _claim_wide(study: list[dict[str, Any]]) -> Claim:
         if not row["admm_ran"] or not row["sgd_ran"] or (a is None and s is None):
             parts.append(f"{row['dataset']}: not comparable")
             continue
-        verdicts.append((math.inf if a is None else a) < (math.inf if s is None else s))
+        wide = (row["n_features"] or 0) >= WIDE_MIN_FEATURES
+        if wide:
+            verdicts.append((math.inf if a is None else a) < (math.inf if s is None else s))
         parts.append(f"{row['dataset']}: ADMM {_epochs_to_reach(row, 'admm')} vs SGD "
-                     f"{_epochs_to_reach(row, 'sgd')} epochs")
+                     f"{_epochs_to_reach(row, 'sgd')} epochs" + ("" if wide else " (narrow reference, not judged)"))
     ours = "; ".join(parts) or "no wide-feature runs"
     return _claim("wide-fewer-epochs", statement, published, ours, all(verdicts) if verdicts else None)
 

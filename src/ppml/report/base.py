@@ -171,7 +171,9 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
     out = []
     for name, block in experiments.items():
         metrics_path = runs_dir / name / "metrics.json"
-        if not metrics_path.exists():
+        if not metrics_path.exists():  # in params but not trained yet: reports say so instead of guessing
+            metrics = {**block, "experiment": name, "status": f"not run: train@{name} has not run yet"}
+            out.append(Run(name=name, params=dict(block), metrics=metrics))
             continue
         metrics = json.loads(metrics_path.read_text())
         hist_path = runs_dir / name / "history.json"
