@@ -6,28 +6,10 @@ from ppml.algorithms import decentralized_admm as da
 from ppml.config import ParamError, build
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
 from ppml.network import Network
-from ppml.parties import Party
+
+from horizontal_data import horizontal
 
 LAM = 0.05
-
-
-def horizontal(rng, *, agents=5, n=(120, 100, 140, 120, 110), d=5, n_test=200):
-    """Agents with their own rows (unequal sizes, rows in the unit ball) and an evaluator with test rows."""
-    w = rng.normal(size=d) * 3
-    total = sum(n[:agents]) + n_test
-    X = rng.normal(size=(total, d))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-    y = (rng.random(total) < 1 / (1 + np.exp(-X @ w))).astype(np.int8)
-    parties, start = [], 0
-    for i in range(agents):
-        rows = slice(start, start + n[i])
-        ids = np.array([f"r{k}" for k in range(rows.start, rows.stop)])
-        parties.append(Party(name=f"agent{i + 1}", columns=tuple(f"c{k}" for k in range(d)), ids=ids,
-                             X=X[rows], y=y[rows]))
-        start += n[i]
-    evaluator = Party(name="evaluator", columns=parties[0].columns,
-                      ids=np.array([f"t{k}" for k in range(n_test)]), X=X[start:], y=y[start:])
-    return parties, evaluator
 
 
 def centralized_optimum(parties, lam=LAM):
@@ -50,7 +32,7 @@ def run(parties, evaluator, *, seed=0, capture=False, **kw):
 
 @pytest.fixture(scope="module")
 def data():
-    return horizontal(np.random.default_rng(7))
+    return horizontal(np.random.default_rng(7), n=(120, 100, 140, 120, 110))
 
 
 def test_random_graph_is_connected_seeded_and_respects_p():

@@ -8,29 +8,16 @@ from ppml.algorithms import _private_admm as private
 from ppml.algorithms import decentralized_admm, dvp, m_admm, r_admm
 from ppml.algorithms.decentralized_admm import local_gradient, make_agents
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
-from ppml.parties import Party
 from ppml.privacy.paper_bounds import evaluate
+
+from horizontal_data import horizontal
 
 LAM = 0.05
 
 
-def horizontal(rng, *, agents=5, n=100, d=4, n_test=150):
-    """Agents with their own rows (in the unit ball) and an evaluator holding the test rows."""
-    w = rng.normal(size=d) * 3
-    X = rng.normal(size=(agents * n + n_test, d))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-    y = (rng.random(len(X)) < 1 / (1 + np.exp(-X @ w))).astype(np.int8)
-    cols = tuple(f"c{k}" for k in range(d))
-    parties = [Party(name=f"agent{i + 1}", columns=cols, ids=np.array([f"r{i}-{k}" for k in range(n)]),
-                     X=X[i * n:(i + 1) * n], y=y[i * n:(i + 1) * n]) for i in range(agents)]
-    evaluator = Party(name="evaluator", columns=cols, ids=np.array([f"t{k}" for k in range(n_test)]),
-                      X=X[agents * n:], y=y[agents * n:])
-    return parties, evaluator
-
-
 @pytest.fixture(scope="module")
 def data():
-    return horizontal(np.random.default_rng(4))
+    return horizontal(np.random.default_rng(4), n=100, d=4, n_test=150)
 
 
 def run(module, parties, evaluator, *, seed=0, **kw):

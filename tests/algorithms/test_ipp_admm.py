@@ -6,25 +6,12 @@ import pytest
 from ppml.algorithms import ipp_admm, pp_admm
 from ppml.algorithms.decentralized_admm import make_agents
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
-from ppml.parties import Party
 from ppml.privacy.events import ZCDPEvent
 from ppml.privacy.paper_bounds import evaluate
 
+from horizontal_data import horizontal
+
 LAM = 0.05
-
-
-def horizontal(rng, *, agents=5, n=120, d=5, n_test=200):
-    """Agents with their own rows (in the unit ball) and an evaluator holding the test rows."""
-    w = rng.normal(size=d) * 3
-    X = rng.normal(size=(agents * n + n_test, d))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-    y = (rng.random(len(X)) < 1 / (1 + np.exp(-X @ w))).astype(np.int8)
-    cols = tuple(f"c{k}" for k in range(d))
-    parties = [Party(name=f"agent{i + 1}", columns=cols, ids=np.array([f"r{i}-{k}" for k in range(n)]),
-                     X=X[i * n:(i + 1) * n], y=y[i * n:(i + 1) * n]) for i in range(agents)]
-    evaluator = Party(name="evaluator", columns=cols, ids=np.array([f"t{k}" for k in range(n_test)]),
-                      X=X[agents * n:], y=y[agents * n:])
-    return parties, evaluator
 
 
 @pytest.fixture(scope="module")
