@@ -213,7 +213,7 @@ def test_plaintext_scheme_is_bit_identical(keys):
 
 
 def test_foreign_key_ciphertexts_are_rejected(keys, other_key):
-    (pk, _), (opk, _) = keys["djn"], other_key
+    (pk, sk), (opk, _) = keys["djn"], other_key
     mine, theirs = pk.encrypt([1.0, 2.0], frac_bits=8), opk.encrypt([1.0, 2.0], frac_bits=8)
     with pytest.raises(CiphertextError, match="do not belong"):
         mine + theirs
