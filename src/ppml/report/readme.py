@@ -16,8 +16,18 @@ from ppml.io import atomic_path
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
-#: tables shown in the README, in order (file stem under reports/tables)
-README_TABLES = ["baselines", "admm_sharing_results", "pp_admm_error", "paillier_sqn_table1", "fdml_table1", "fdml_staleness"]
+#: tables shown in the README, in order: file stem under reports/tables, and the heading used when the
+#: table has none of its own
+README_TABLES = [
+    ("baselines", "Baselines"),
+    ("admm_sharing", "ADMM sharing (Hu et al., AAAI 2020)"),
+    ("admm_sharing-wide", "ADMM sharing: wide-feature study"),
+    ("admm_sharing-privacy", "ADMM sharing: privacy of the calibrated runs"),
+    ("pp_admm_error", "PP-ADMM and baselines (Ding et al., CIKM 2020)"),
+    ("paillier_sqn_table1", "Paillier SGD vs SQN (FATE poster, Table 1)"),
+    ("fdml_table1", "FDML: Table I analogue"),
+    ("fdml_staleness", "FDML: staleness study"),
+]
 
 
 def results_section(reports: Path) -> str:
@@ -29,12 +39,11 @@ def results_section(reports: Path) -> str:
         parts += ["### Published claims", "", "| claim | ours | verdict |", "|---|---|---|"]
         parts += [f"| {c['statement']} | {c['ours']} | {verdicts[c['pass']]} |" for c in claims]
         parts += ["", "Details: [reports/claims.md](reports/claims.md).", ""]
-    for stem in README_TABLES:
+    for stem, title in README_TABLES:
         path = reports / "tables" / f"{stem}.md"
         if path.exists():
             text = path.read_text().strip()
-            if text.startswith("# "):
-                text = "###" + text[1:]
+            text = "###" + text[1:] if text.startswith("# ") else f"### {title}\n\n{text}"
             parts += [text, ""]
     parts.append(END)
     return "\n".join(parts)
