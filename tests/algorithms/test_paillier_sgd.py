@@ -22,21 +22,8 @@ from ppml.crypto.paillier import (CiphertextError, KeyLengthWarning, PrivateKey,
 from ppml.history import ConvergenceWarning
 from ppml.parties import Party
 
-BITS = 512
+BITS = 512  # the length of conftest.py's shared keys
 
-
-@pytest.fixture(autouse=True)
-def short_keys_allowed(monkeypatch):
-    """Roles check the length of the key they receive; accept this file's 512-bit keys."""
-    monkeypatch.setattr(paillier, "MIN_KEY_BITS", 256)
-
-
-@pytest.fixture(scope="module")
-def keys():
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
-        mp.setattr(paillier, "MIN_KEY_BITS", 256)
-        warnings.simplefilter("ignore", KeyLengthWarning)
-        return {scheme: generate_keypair(BITS, scheme=scheme) for scheme in ("djn", "plaintext")}
 
 
 def vertical(seed: int = 0, *, n: int = 120, d_host: int = 3, d_guest: int = 2, n_test: int = 40):

@@ -13,25 +13,11 @@ import pytest
 
 from ppml.algorithms import _hetero_lr, paillier_sgd, paillier_sqn
 from ppml.config import ParamError, build
-from ppml.crypto import paillier
-from ppml.crypto.paillier import KeyLengthWarning, generate_keypair
 from ppml.history import ConvergenceWarning
 from ppml.parties import Party
 
-BITS = 512
+BITS = 512  # the length of conftest.py's shared keys
 
-
-@pytest.fixture(autouse=True)
-def short_keys_allowed(monkeypatch):
-    monkeypatch.setattr(paillier, "MIN_KEY_BITS", 256)
-
-
-@pytest.fixture(scope="module")
-def keys():
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
-        mp.setattr(paillier, "MIN_KEY_BITS", 256)
-        warnings.simplefilter("ignore", KeyLengthWarning)
-        return {scheme: generate_keypair(BITS, scheme=scheme) for scheme in ("djn", "plaintext")}
 
 
 def vertical(seed: int = 0, *, n: int = 120, scales=(1.0, 1.0, 1.0, 1.0, 1.0)):
