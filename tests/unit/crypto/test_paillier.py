@@ -193,6 +193,47 @@ def test_fresh_randomness(keys, scheme):
     assert len(set(c.ciphertexts) | set(d.ciphertexts) | set(cs)) == 18
 
 
+@pytest.mark.parametrize("window", [1, 5, 8, 12])
+def test_djn_obfuscator_is_h_s_to_the_drawn_alpha(keys, window, monkeypatch):
+    pk, sk = keys["djn"]
+    key = PublicKey(pk.n, scheme="djn", h_s=pk.h_s)
+    key.build_table(window)
+    assert len(key._djn_table) * window >= (pk.bits + 1) // 2  # alpha has at least ceil(bits/2) bits
+    drawn, real = [], paillier._random_digits
+
+    def spy(count, rows, width):
+        out = real(count, rows, width)
+        drawn.extend(out)
+        return out
+
+    monkeypatch.setattr(paillier, "_random_digits", spy)
+    rhos = key._fresh_obfuscators(3)
+    assert len(drawn) == 3
+    for rho, digits in zip(rhos, drawn):
+        assert all(0 <= d < 1 << window for d in digits)
+        alpha = sum(d << (window * i) for i, d in enumerate(digits))
+        assert rho == gmpy2.powmod(pk.h_s, alpha, pk.nsquare)
+    assert sk.decrypt(key.encrypt([1.5, -2.0], frac_bits=8)).tolist() == [1.5, -2.0]
+
+
+def test_random_digits_are_uniform():
+    digits = np.array(paillier._random_digits(6000, 3, 3))  # 9 random bits each, read as 3 digits
+    assert digits.shape == (6000, 3) and digits.min() == 0 and digits.max() == 7
+    counts = np.bincount(digits.ravel(), minlength=8)
+    expected = digits.size / 8
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 40  # 7 degrees of freedom: P(chi2 > 40) < 2e-6
+
+
+def test_table_window_is_checked(keys):
+    pk, _ = keys["djn"]
+    for bad in (0, 17, 2.0, True, None):
+        with pytest.raises(ValueError, match="table window"):
+            pk.build_table(bad)
+    keys["textbook"][0].build_table(12)  # a no-op for schemes without a table
+    assert keys["textbook"][0]._djn_table is None
+
+
 def test_plaintext_scheme_is_bit_identical(keys):
     rng = np.random.default_rng(5)
     v, w, X = rng.normal(size=20), rng.normal(size=20), _matrix(rng, (20, 3))
