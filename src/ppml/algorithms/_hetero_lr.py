@@ -101,7 +101,7 @@ VALUE_FRAC_BITS = 52
 
 #: Zeros encrypted per background job (one job is a few hundred milliseconds of work at 2048 bits).
 ZERO_CHUNK = 256
-# Digit width of the fixed-base obfuscator table in background workers (ppml.crypto.paillier.PublicKey.build_table).
+#: Digit width of the background workers' fixed-base obfuscator table (see PublicKey.build_table).
 WORKER_TABLE_WINDOW = 12
 
 LOG2 = math.log(2.0)
@@ -232,8 +232,8 @@ _WORKER_PUBLIC_KEY: PublicKey | None = None
 def _worker_key(wire: dict) -> None:
     global _WORKER_PUBLIC_KEY
     _WORKER_PUBLIC_KEY = PublicKey.from_wire(wire)
-    # A worker makes every obfuscator of its party: a wide table (85 instead of 128 products each at 2048 bits)
-    # pays for its second of building within the first batch.
+    # A worker makes every obfuscator of its party: a wide table (85 instead of 128 products each at
+    # 2048 bits) pays for its second of building within the first batch.
     _WORKER_PUBLIC_KEY.build_table(WORKER_TABLE_WINDOW)
 
 

@@ -12,9 +12,10 @@ instead of one :class:`phe.EncryptedNumber` per value:
 - encryption with g = n + 1: c = (1 + m n) rho mod n^2 with a fresh obfuscator rho per ciphertext, either
   ``textbook`` (rho = r^n, r uniform in Z*_n, as phe does) or ``djn`` (default; rho = h_s^alpha with a
   published h_s = (-x^2)^n mod n^2 and a short uniform alpha, computed from a fixed-base table with about
-  bits/(2w) multiplications for w-bit digits of alpha (bits/16 by default) instead of a full-length modular exponentiation). Obfuscators come from
-  :mod:`secrets`, never from a seeded generator; :meth:`PublicKey.precompute` may fill a pool ahead of time,
-  and each pooled obfuscator is used once.
+  bits/(2w) multiplications for w-bit digits of alpha (bits/16 by default) instead of a full-length modular
+  exponentiation; see :meth:`PublicKey.build_table`). Obfuscators come from :mod:`secrets`, never from a
+  seeded generator; :meth:`PublicKey.precompute` may fill a pool ahead of time, and each pooled obfuscator
+  is used once.
 - decryption by the Chinese remainder theorem over p^2 and q^2, as phe does, one call per vector.
 - homomorphic operations: sums (ciphertext products), products with fixed-point plaintexts (short
   exponents; negative factors through modular inverses, batch-inverted with one extended gcd per vector),
@@ -395,7 +396,8 @@ class PublicKey:
         """
         if not isinstance(window, (int, np.integer)) or isinstance(window, bool) or \
                 not 1 <= window <= MAX_DJN_WINDOW:
-            raise ValueError(f"the table window must be an integer in [1, {MAX_DJN_WINDOW}] bits, got {window!r}")
+            raise ValueError(f"the table window must be an integer in [1, {MAX_DJN_WINDOW}] bits, "
+                             f"got {window!r}")
         if self.scheme != "djn":
             return
         if self._djn_table is None or self._djn_window != window:
