@@ -148,6 +148,23 @@ def test_reaches_the_centralized_optimum_without_noise():
     assert history.ledger.certified is False and history.ledger.events == []
 
 
+def test_sum_objective_is_the_mean_objective_with_lam_over_n():
+    # the paper states lambda on the summed loss: sum_i l_i + lam/2 ||x||^2 = n f(x) with lam / n
+    parties = a9a_like(np.random.default_rng(4))
+    n, lam_sum = parties[0].n_samples, 0.2
+    X, y = _joined(parties, "X"), parties[0].y
+    w_ref = solve_l2_logistic(X, y, lam_sum / n)
+    f_ref = logistic_objective(X @ w_ref, y, w_ref, lam_sum / n)
+    summed, _ = _fit(parties, objective="sum", lam=lam_sum, max_epochs=100)
+    mean, _ = _fit(parties, lam=lam_sum / n, max_epochs=100)
+    assert summed.final["lam_mean"] == pytest.approx(lam_sum / n, rel=1e-15)
+    assert summed.extra["lam_sum"] == pytest.approx(lam_sum, rel=1e-15)
+    assert abs(summed.final["train_objective"] - f_ref) <= 1e-4 * f_ref
+    for a, b in zip(summed.records, mean.records, strict=True):
+        assert a["train_objective"] == pytest.approx(b["train_objective"], rel=1e-12)
+        assert a["test_logloss"] == pytest.approx(b["test_logloss"], rel=1e-12)
+
+
 def test_wide_blocks_use_the_sample_space_form_and_converge():
     rng = np.random.default_rng(5)
     parties = gaussian_blocks(rng, n=40, n_test=40, widths=(30, 60, 20))  # party2 has more columns than rows
@@ -236,6 +253,21 @@ def test_calibrated_run_enforces_assumption_2_and_is_certified():
     assert 0 < tight["epsilon"] <= paper["epsilon"]
 
 
+@pytest.mark.parametrize("objective", ["mean", "sum"])
+def test_calibrated_noise_uses_the_summed_loss_lambda(objective):
+    # Theorem 3 is stated on the summed loss: its lambda is lam_s = n lam_mean whichever scale states lam
+    parties = gaussian_blocks(np.random.default_rng(10), n=400, n_test=100)
+    n, lam_s, b1 = parties[0].n_samples, 0.4, 2.0
+    lam = lam_s if objective == "sum" else lam_s / n
+    history, _ = _fit(parties, objective=objective, lam=lam, epsilon=1.0, delta=1e-5, b1=b1, max_epochs=2)
+    info = history.extra["parties"]["party2"]
+    sensitivity = theorem3_sensitivity(rho=1.0, lam=lam_s, c1=b1, b1=b1, d_m=info["smallest_eigenvalue"],
+                                       n_parties=3)
+    assert info["sensitivity"] == pytest.approx(sensitivity, rel=1e-12)
+    assert info["sigma"] == pytest.approx(theorem3_sigma(epsilon=1.0, delta=1e-5, sensitivity=sensitivity))
+    assert any(f"lam_s = {lam_s:g}" in note for note in history.ledger.notes)
+
+
 @pytest.mark.parametrize("make, detail", [
     (lambda rng: a9a_like(rng), "smallest eigenvalue"),  # one-hot groups: D_m^T D_m is singular
     (lambda rng: gaussian_blocks(rng, n=30, n_test=10, widths=(5, 40)), "40 columns but only 30 rows"),
@@ -306,6 +338,7 @@ def test_shares_are_noised_and_labels_never_leave():
     ({"rho": 0.0}, "rho must be > 0"),
     ({"delta": 1.5, "epsilon": 1.0}, "delta must be < 1"),
     ({"gamma": 1.0}, "gamma is not a parameter"),
+    ({"objective": "avg"}, r"objective must be one of \['mean', 'sum'\], got 'avg'"),
 ])
 def test_params_are_validated_with_their_key_path(mapping, message):
     with pytest.raises(ParamError, match=message):

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from ppml.algorithms import centralized, local
+from ppml.config import ParamError, build
 from ppml.models.losses import solve_l2_logistic, with_bias
 from ppml.network import Network
 from ppml.parties import Party
@@ -39,3 +40,26 @@ def test_local_uses_only_the_label_holders_features():
     h_central = centralized.fit(parties, None, centralized.Params(lam=1e-2), rng=rng)
     assert h_local.final["n_features"] == 5
     assert h_local.final["train_objective"] > h_central.final["train_objective"]
+
+
+@pytest.mark.parametrize("module, n_features", [(centralized, 8), (local, 5)])
+def test_sum_objective_is_the_mean_objective_with_lam_over_n(module, n_features):
+    rng = np.random.default_rng(2)
+    parties, X, y, n = _vertical(rng)
+    lam_sum = 0.5
+    summed = module.fit(parties, None, centralized.Params(lam=lam_sum, objective="sum"), rng=rng)
+    mean = module.fit(parties, None, centralized.Params(lam=lam_sum / n), rng=rng)
+    Xb = with_bias(X[:n, :n_features - 1])  # the label holder's columns (all, centralized) and the bias
+    w_ref = solve_l2_logistic(Xb, y[:n], lam_sum / n)
+    ref = centralized.logistic_objective(Xb @ w_ref, y[:n], w_ref, lam_sum / n)
+    assert summed.final["lam_mean"] == pytest.approx(lam_sum / n, rel=1e-15)
+    assert mean.final["lam_mean"] == pytest.approx(lam_sum / n, rel=1e-15)
+    assert summed.final["train_objective"] == pytest.approx(ref, rel=1e-8)
+    assert summed.final["train_objective"] == pytest.approx(mean.final["train_objective"], rel=1e-10)
+    assert summed.final["test_logloss"] == pytest.approx(mean.final["test_logloss"], rel=1e-6)
+
+
+def test_objective_is_validated_with_its_key_path():
+    with pytest.raises(ParamError, match=r"experiments\.centralized-a9a\.objective must be one of "
+                                         r"\['mean', 'sum'\], got 'total'"):
+        build(centralized.Params, {"objective": "total"}, "experiments.centralized-a9a")

@@ -1,5 +1,6 @@
 """FDML: synchronous equivalence, convergence, staleness, determinism, threads mode and the traffic audit."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -145,6 +146,25 @@ def test_lr_reaches_the_centralized_optimum(features, columns, tau, speeds):
     assert history.final["max_delay"] <= tau
 
 
+def test_sum_objective_steps_and_reports_with_lam_over_n():
+    parties = _parties()
+    n, lam_sum = parties[0].n_samples, 0.3
+    summed = _params(objective="sum", lam=lam_sum, tau=0, eta=0.7, batch_size=25, epochs=3)
+    trace, _, thetas, schedule = _simulate(parties, dataclasses.replace(summed, speeds=(1.0,) * 3),
+                                           local_model="lr")
+    X = np.hstack([parties[0].X, np.ones((n, 1)), parties[1].X, parties[2].X])
+    expected = _joined_lr_sgd(X, parties[0].y, np.concatenate(thetas), schedule, eta=0.7, lam=lam_sum / n,
+                              iterations=3 * schedule.n_batches)
+    got = np.concatenate([trace.snapshots[j][-1] for j in range(3)])
+    assert np.max(np.abs(got - expected[-1])) <= 1e-12
+
+    history, _ = _fit(parties, summed)
+    reference, _ = _fit(parties, _params(lam=lam_sum / n, tau=0, eta=0.7, batch_size=25, epochs=3))
+    assert history.final["lam_mean"] == reference.final["lam_mean"] == pytest.approx(lam_sum / n, rel=1e-15)
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in history.records]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in reference.records]
+
+
 def test_stale_runs_are_deterministic_and_bounded():
     parties = _parties()
     params = _params(tau=2, speeds=[1, 1, 4], eta=1.0, batch_size=20, epochs=3)
@@ -240,6 +260,9 @@ def test_parameter_errors_name_the_key():
         _params(tau=-1)
     with pytest.raises(ParamError, match=r"experiments.test.speeds\[1\] must be > 0"):
         _params(speeds=[1, 0])
+    with pytest.raises(ParamError, match=r"experiments.test.objective must be one of \['mean', 'sum'\], "
+                                         r"got 'Sum'"):
+        _params(objective="Sum")
     parties = _parties()
     with pytest.raises(ParamError, match="speeds has 2 entries but the run has 3 workers"):
         _fit(parties, _params(speeds=[1, 2], epochs=1))

@@ -18,13 +18,17 @@ noise to its share before anything depends on it, so all traffic is post-process
 
 Problem solved
 --------------
-As in the authors' prototype the loss is a sum over samples, and with ``lam_s = N * lam``
+As in the authors' prototype the loss is a sum over samples:
 
     minimize  sum_i log(1 + exp(-b_i z_i)) + lam_s/2 sum_m ||x_m||^2   subject to   sum_m D_m x_m = z,
 
-which is exactly N times the project's common objective f(w) = mean logistic loss + lam/2 ||w||^2
-(:mod:`ppml.models.losses`). Every reported ``train_objective`` is f, comparable across algorithms, while
-``rho``, the dual ``y`` and the bounds ``b1``, ``c1`` keep the paper's per-sample scale.
+which is exactly N times the project's common objective f(w) = mean logistic loss + lam_mean/2 ||w||^2
+(:mod:`ppml.models.losses`) with ``lam_s = N * lam_mean``. ``objective`` says which scale the given ``lam`` is
+on: ``sum`` (the paper's, on which it uses lambda = 0.001 with rho = 1: lam_s = lam, lam_mean = lam / N) or
+``mean`` (the default: lam_mean = lam, lam_s = N lam, i.e. N times stronger for the same number).
+Every reported ``train_objective`` is f with lam_mean, comparable across algorithms; the metrics carry
+``lam`` as given, ``objective`` and ``lam_mean``. ``rho``, the dual ``y``, the bounds ``b1``, ``c1`` and
+Theorem 3's lambda (lam_s) keep the paper's per-sample scale of the summed loss.
 
 One epoch of Algorithm 1 (zero initialization):
 
@@ -46,10 +50,11 @@ Noise
 - ``epsilon``, ``delta`` (calibrated): Assumption 2 is enforced in the run: each party scales its rows of
   norm above 1 onto the unit sphere (the bias column included), the x-update is solved exactly over the
   ball ``||x_m|| <= b1``, ``z_i`` and ``y_i`` are projected onto ``[-b1, b1]``, and ``c1 >= b1`` bounds
-  ``||grad R_m(x_m)|| = ||x_m||``. Each party calibrates its own noise by Theorem 3 from the smallest
-  eigenvalue ``d_m`` of its ``D_m^T D_m`` (a singular ``D_m^T D_m`` has no finite sensitivity and is
-  refused). The ledger then carries one Gaussian event per party (sigma, sensitivity, epochs) and the
-  paper's Corollary 1 bound; the account stage adds the tight bound of :mod:`ppml.privacy.accountants`.
+  ``||grad R_m(x_m)|| = ||x_m||``. Each party calibrates its own noise by Theorem 3 (whose lambda is lam_s,
+  the summed loss's weight, whichever ``objective`` states lam) from the smallest eigenvalue ``d_m`` of its
+  ``D_m^T D_m`` (a singular ``D_m^T D_m`` has no finite sensitivity and is refused). The ledger then carries
+  one Gaussian event per party (sigma, sensitivity, epochs) and the paper's Corollary 1 bound; the account
+  stage adds the tight bound of :mod:`ppml.privacy.accountants`.
 
 References
 ----------
@@ -78,7 +83,7 @@ from ppml.config import fail
 from ppml.data.normalize import clip_rows
 from ppml.history import History
 from ppml.metrics import logistic_loss
-from ppml.models.losses import logistic_objective, with_bias
+from ppml.models.losses import Objective, logistic_objective, mean_form_lam, with_bias
 from ppml.network import Endpoint, Network
 from ppml.parties import Matrix, Party, label_holder, signed_labels
 from ppml.privacy.bounds_admm_sharing import corollary1, theorem3_sensitivity, theorem3_sigma
@@ -111,7 +116,10 @@ class Params:
     rho : float
         ADMM penalty (per-sample scale of the summed loss; the prototype uses 1).
     lam : float
-        Regularization of the common objective f = mean loss + lam/2 ||w||^2.
+        l2 weight, on the scale `objective` names.
+    objective : {"mean", "sum"}
+        ``mean``: lam weighs f = mean loss + lam/2 ||w||^2 (so lam_s = N lam); ``sum``: lam weighs the
+        summed loss, as the paper's lambda (lam_s = lam).
     max_epochs : int
         Epoch cap; reaching it without meeting the tolerances warns (ConvergenceWarning).
     tol_primal, tol_dual : float
@@ -130,6 +138,7 @@ class Params:
 
     rho: float = field(default=1.0, metadata={"gt": 0})
     lam: float = field(default=1e-3, metadata={"gt": 0})
+    objective: Objective = "mean"
     max_epochs: int = field(default=100, metadata={"ge": 1})
     tol_primal: float = field(default=1e-6, metadata={"ge": 0})
     tol_dual: float = field(default=1e-6, metadata={"ge": 0})
@@ -315,8 +324,8 @@ def _singular_block(name: str, detail: str) -> ValueError:
 class _PartyRole:
     """Party m: its block (with the bias column on the central node), its x_m, its noised share."""
 
-    def __init__(self, party: Party, endpoint: Endpoint, *, central: str, params: Params, n_parties: int,
-                 rng: np.random.Generator) -> None:
+    def __init__(self, party: Party, endpoint: Endpoint, *, central: str, params: Params, lam_s: float,
+                 n_parties: int, rng: np.random.Generator) -> None:
         self.name = party.name
         self._endpoint = endpoint
         self._central = central
@@ -327,7 +336,6 @@ class _PartyRole:
         D_test = party.X_test
         if D_test is not None and is_central:
             D_test = with_bias(D_test)
-        lam_s = party.n_samples * params.lam
         self.rows_clipped = 0
         self.smallest_eigenvalue: float | None = None
         self.sensitivity: float | None = None
@@ -440,7 +448,7 @@ def _check_vertical(parties: list[Party], evaluation: Party | None) -> Party:
     return holder
 
 
-def _ledger(history: History, roles: list[_PartyRole], params: Params, epochs: int) -> None:
+def _ledger(history: History, roles: list[_PartyRole], params: Params, epochs: int, *, lam_s: float) -> None:
     ledger = history.ledger
     if params.calibrated:
         for role in roles:
@@ -462,6 +470,8 @@ def _ledger(history: History, roles: list[_PartyRole], params: Params, epochs: i
                       "bound for the same sigma is a proven guarantee"),
             "d_m (smallest eigenvalue of D_m^T D_m) is computed from the party's own data, as Theorem 3 "
             "uses it",
+            f"Theorem 3's lambda is the summed loss's l2 weight lam_s = {lam_s:g} (objective: "
+            f"{params.objective}, lam = {params.lam:g})",
         ]
     elif params.sigma > 0:
         ledger.notes.append(f"fixed noise sigma = {params.sigma:g} on every shared value D_m x_m; "
@@ -491,13 +501,17 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
     Returns
     -------
     History
-        Per epoch: ``train_objective`` (f of the current model), ``test_logloss``, ``primal_residual``,
-        ``dual_residual`` and cumulative protocol ``seconds`` (evaluation excluded).
+        Per epoch: ``train_objective`` (f with ``lam_mean``, of the current model), ``test_logloss``,
+        ``primal_residual``, ``dual_residual`` and cumulative protocol ``seconds`` (evaluation excluded).
+        Final metrics add ``lam_mean``.
     """
     holder = _check_vertical(parties, evaluation)
     history = History("admm_sharing")
+    n = holder.n_samples  # public: every party holds the same aligned rows
+    lam_mean = mean_form_lam(params.lam, objective=params.objective, n_samples=n)
+    lam_s = n * lam_mean  # the summed loss's weight: the x-updates' and Theorem 3's lambda
     streams = rng.spawn(len(parties))
-    roles = [_PartyRole(p, network.endpoint(p.name), central=holder.name, params=params,
+    roles = [_PartyRole(p, network.endpoint(p.name), central=holder.name, params=params, lam_s=lam_s,
                         n_parties=len(parties), rng=stream) for p, stream in zip(parties, streams)]
     own = next(r for r in roles if r.name == holder.name)
     others = [r for r in roles if r is not own]
@@ -519,7 +533,7 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         w = np.concatenate([r.x for r in roles])
         train_scores = sum(r.clean_share for r in roles)
         record = {"epoch": epoch,
-                  "train_objective": logistic_objective(train_scores, holder.y, w, params.lam)}
+                  "train_objective": logistic_objective(train_scores, holder.y, w, lam_mean)}
         if holder.y_test is not None:
             test_scores = sum(r.test_scores() for r in roles)
             record["test_logloss"] = logistic_loss(holder.y_test, test_scores)
@@ -533,10 +547,10 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
                  reason=(f"primal and dual residuals below tolerance after {epochs} epochs" if converged else
                          f"reached max_epochs = {params.max_epochs} with residuals {primal_res:.3g} "
                          f"(primal), {dual_res:.3g} (dual)"))
-    _ledger(history, roles, params, epochs)
+    _ledger(history, roles, params, epochs, lam_s=lam_s)
     history.extra.update(
         mode="calibrated" if params.calibrated else "fixed" if params.sigma > 0 else "none",
-        lam_scaled=holder.n_samples * params.lam,
+        lam_sum=lam_s,
         parties={r.name: {"columns": r.n_columns, "sigma": r.sigma, "sensitivity": r.sensitivity,
                           "smallest_eigenvalue": r.smallest_eigenvalue, "rows_clipped": r.rows_clipped,
                           "x_norm": float(np.linalg.norm(r.x)), "releases": r.releases} for r in roles},
@@ -547,5 +561,5 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
     history.finish(train_objective=history.records[-1]["train_objective"], y_train=holder.y,
                    train_scores=sum(r.clean_share for r in roles), y_test=holder.y_test,
                    test_scores=test_scores, noise_sigma=max(r.sigma for r in roles),
-                   primal_residual=primal_res, dual_residual=dual_res)
+                   primal_residual=primal_res, dual_residual=dual_res, lam_mean=lam_mean)
     return history

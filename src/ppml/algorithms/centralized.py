@@ -3,7 +3,9 @@
 This is the non-private reference of every paper: a trusted curator holds everything. No message crosses a
 network. It minimizes the project's common objective f(w) = mean logistic loss + lam/2 ||w||^2 with the
 intercept carried as a constant feature (regularized, like ADMM sharing's bias column), i.e. scikit-learn's
-``LogisticRegression(C=1/(n lam), fit_intercept=False)`` on ``[X, 1]``.
+``LogisticRegression(C=1/(n lam), fit_intercept=False)`` on ``[X, 1]``. With ``objective: sum`` the given
+``lam`` weighs the summed loss instead (f with lam/n, :func:`ppml.models.losses.mean_form_lam`), as in the
+ADMM-sharing paper; ``lam_mean`` in the metrics is the weight of f actually used.
 
 References
 ----------
@@ -22,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from ppml.history import History
-from ppml.models.losses import logistic_objective, with_bias
+from ppml.models.losses import Objective, logistic_objective, mean_form_lam, with_bias
 from ppml.parties import Party
 
 MESSAGES: tuple = ()  # no protocol: a curator holds all the data
@@ -30,7 +32,23 @@ MESSAGES: tuple = ()  # no protocol: a curator holds all the data
 
 @dataclass(frozen=True)
 class Params:
+    """Parameters of the scikit-learn baselines (centralized and local).
+
+    Attributes
+    ----------
+    lam : float
+        l2 weight, on the scale `objective` names.
+    objective : {"mean", "sum"}
+        ``mean``: minimize f = mean loss + lam/2 ||w||^2; ``sum``: sum of losses + lam/2 ||w||^2 (f with
+        lam/n, n the run's training rows).
+    max_iter : int
+        L-BFGS iteration cap.
+    tol : float
+        L-BFGS tolerance.
+    """
+
     lam: float = field(default=1e-3, metadata={"gt": 0})
+    objective: Objective = "mean"
     max_iter: int = field(default=5000, metadata={"gt": 0})
     tol: float = field(default=1e-10, metadata={"gt": 0})
 
@@ -65,7 +83,8 @@ def fit_logistic(X, y, X_test, y_test, params: Params, *, algorithm: str) -> His
     """Fit f on [X, 1] and record the final metrics."""
     history = History(algorithm)
     Xb = with_bias(X)
-    clf = LogisticRegression(C=1.0 / (Xb.shape[0] * params.lam), fit_intercept=False, solver="lbfgs",
+    lam = mean_form_lam(params.lam, objective=params.objective, n_samples=Xb.shape[0])
+    clf = LogisticRegression(C=1.0 / (Xb.shape[0] * lam), fit_intercept=False, solver="lbfgs",
                              max_iter=params.max_iter, tol=params.tol)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SklearnConvergenceWarning)
@@ -73,13 +92,14 @@ def fit_logistic(X, y, X_test, y_test, params: Params, *, algorithm: str) -> His
     converged = not any(issubclass(w.category, SklearnConvergenceWarning) for w in caught)
     w = clf.coef_.ravel()
     train_scores = np.asarray(Xb @ w)
-    objective = logistic_objective(train_scores, y, w, params.lam)
+    objective = logistic_objective(train_scores, y, w, lam)
     n_iter = int(clf.n_iter_[0])
     history.log(epoch=n_iter, train_objective=objective)
     history.stop(converged=converged, reason=f"lbfgs stopped after {n_iter} iterations")
     test_scores = np.asarray(with_bias(X_test) @ w) if X_test is not None else None
     history.finish(train_objective=objective, y_train=y, train_scores=train_scores, y_test=y_test,
-                   test_scores=test_scores, epochs=n_iter, n_features=int(Xb.shape[1]), n_samples=int(Xb.shape[0]))
+                   test_scores=test_scores, epochs=n_iter, n_features=int(Xb.shape[1]),
+                   n_samples=int(Xb.shape[0]), lam_mean=lam)
     return history
 
 

@@ -15,6 +15,8 @@ objective
     a_i = sum_j alpha_j(x_j, xi_ij),
 
 which for linear local models is exactly :func:`ppml.models.losses.logistic_objective` on the joined features.
+With ``objective: sum`` the given ``lam`` weighs the summed loss instead (the ADMM-sharing paper's scale), so
+the steps and f use ``lam / n`` (:func:`ppml.models.losses.mean_form_lam`, reported as ``lam_mean``).
 
 Protocol (parameter server; every party walks the same seeded batch sequence S_0, S_1, ...). At its
 iteration ``t`` party ``j`` has pushed ``alpha_j(x_j^t, xi_j[S_t])``; the server answers with the residual
@@ -73,7 +75,7 @@ from ppml.config import fail
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.local import LocalModel, l2_penalty, make_local_model
-from ppml.models.losses import logistic_objective
+from ppml.models.losses import Objective, logistic_objective, mean_form_lam
 from ppml.network import Network
 from ppml.parties import Matrix, Party, label_holder
 
@@ -119,7 +121,9 @@ class Params:
     eta : float
         Base step size; iteration t (from 0) uses eta / sqrt(t + 1).
     lam : float
-        l2 regularization weight on every local parameter.
+        l2 regularization weight on every local parameter, on the scale `objective` names.
+    objective : {"mean", "sum"}
+        ``mean``: lam weighs f (the mean loss); ``sum``: lam weighs the summed loss, i.e. f with lam / n.
     hidden : int
         Hidden width of the ``nn`` local model (ignored by ``lr``).
     epochs : int
@@ -144,6 +148,7 @@ class Params:
     batch_size: int = field(default=100, metadata={"gt": 0})
     eta: float = field(default=0.1, metadata={"gt": 0})
     lam: float = field(default=1e-4, metadata={"ge": 0})
+    objective: Objective = "mean"
     hidden: int = field(default=32, metadata={"gt": 0})
     epochs: int = field(default=20, metadata={"gt": 0})
     speeds: tuple[float, ...] = field(default=(), metadata={"gt": 0})
@@ -593,7 +598,8 @@ def simulate(names: Sequence[str], Xs: Sequence[Matrix], y01: np.ndarray, *, mod
     schedule : Schedule
         The shared batch schedule.
     params : Params
-        tau, eta, lam, epochs, speeds (already one per worker), jitter, mode and tick are used.
+        tau, eta, lam and objective (n is the schedule's), epochs, speeds (already one per worker), jitter,
+        mode and tick are used.
     network : Network
         Carries every message.
     rng : numpy.random.Generator
@@ -608,11 +614,12 @@ def simulate(names: Sequence[str], Xs: Sequence[Matrix], y01: np.ndarray, *, mod
     if not len(Xs) == len(models) == len(thetas) == len(params.speeds) == m:
         raise ValueError(f"need one X, model, theta and speed per worker ({m} workers)")
     iterations = params.epochs * schedule.n_batches
+    lam = mean_form_lam(params.lam, objective=params.objective, n_samples=schedule.n)
     mailbox = _Mailbox(network, threaded=params.mode == "threads")
     server = Server(workers=names, labels=y01, link=_Link(mailbox, SERVER), schedule=schedule.copy(),
                     tau=params.tau, iterations=iterations)
     workers = [Worker(name=name, X=X, model=model, theta=theta, link=_Link(mailbox, name),
-                      schedule=schedule.copy(), eta=params.eta, lam=params.lam, iterations=iterations)
+                      schedule=schedule.copy(), eta=params.eta, lam=lam, iterations=iterations)
                for name, X, model, theta in zip(names, Xs, models, thetas)]
     durations = [_duration_stream(g, speed=s, jitter=params.jitter)
                  for g, s in zip(rng.spawn(m), params.speeds)]
@@ -714,7 +721,8 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         Per epoch: ``epoch``, ``train_objective``, ``test_logloss``, ``test_auc``, ``sim_time`` (simulated
         time units when the last party finished the epoch), ``seconds`` (wall time of the protocol),
         ``max_delay`` and ``mean_delay`` (staleness the server used). Final metrics add ``sim_time``,
-        ``protocol_seconds``, per-epoch averages, ``max_delay``, ``mean_delay`` and ``refreshes``.
+        ``protocol_seconds``, per-epoch averages, ``max_delay``, ``mean_delay``, ``refreshes`` and
+        ``lam_mean`` (the weight of f, given `objective`).
     """
     if evaluation is not None:
         raise ValueError("fdml trains on vertically partitioned data; "
@@ -738,6 +746,7 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
                      params=run_params, network=network, rng=timing_rng)
 
     has_test = holder.y_test is not None and all(b.X_test is not None for b in blocks)
+    lam = mean_form_lam(params.lam, objective=params.objective, n_samples=schedule.n)  # as the workers used
     history = History("fdml")
     epoch_of = trace.delays[:, 0] // schedule.n_batches
     for e in range(params.epochs):
@@ -745,7 +754,7 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         train_scores = _scores(models, thetas_e, [b.X for b in blocks])
         record = {"epoch": e + 1,
                   "train_objective": logistic_objective(train_scores, holder.y, np.concatenate(thetas_e),
-                                                        params.lam)}
+                                                        lam)}
         test_scores = _scores(models, thetas_e, [b.X_test for b in blocks]) if has_test else None
         if has_test:
             test = binary_metrics(holder.y_test, test_scores)
@@ -771,5 +780,5 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         sim_time=sim_time, sim_time_per_epoch=sim_time / params.epochs,
         protocol_seconds=seconds, seconds_per_epoch=seconds / params.epochs,
         max_delay=int(trace.delays[:, 2].max()), mean_delay=float(trace.delays[:, 2].mean()),
-        refreshes=trace.refreshes, workers=len(blocks))
+        refreshes=trace.refreshes, workers=len(blocks), lam_mean=lam)
     return history

@@ -1,7 +1,8 @@
 """Local baseline: the first party alone (the label holder's own features, or the first agent's own rows).
 
 What a party could learn without collaborating; every paper's collaborative method should beat it.
-Same objective and solver as :mod:`ppml.algorithms.centralized`.
+Same objective and solver as :mod:`ppml.algorithms.centralized` (with ``objective: sum``, n is the rows this
+party trains on: on vertical data the same rows as the centralized run, so both use the same weight of f).
 """
 
 from __future__ import annotations

@@ -6,14 +6,53 @@ All algorithms report the same training objective so that runs can be compared:
 
 with the intercept, where a model has one, carried as a constant feature (so it is regularized too, as in
 the ADMM-sharing prototype's bias column).
+
+Some papers state lam on the summed loss, sum_i log(1 + exp(-y_i x_i^T w)) + (lam / 2) ||w||^2, which is n
+times f with lam / n. An experiment says which scale its ``lam`` is on with ``objective: mean`` (f, the
+default) or ``objective: sum``; :func:`mean_form_lam` is the one place that converts, so every algorithm
+optimizes and reports f with the same weight.
 """
 
 from __future__ import annotations
+
+import typing
+from typing import Literal
 
 import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 from scipy.special import expit
+
+from ppml.config import fail
+
+#: The scale an experiment's ``lam`` is stated on: f itself ("mean") or the summed loss ("sum").
+Objective = Literal["mean", "sum"]
+OBJECTIVES: tuple[str, ...] = typing.get_args(Objective)
+
+
+def mean_form_lam(lam: float, *, objective: str, n_samples: int) -> float:
+    """The weight of f's regularizer equivalent to `lam` stated on the `objective` scale.
+
+    Parameters
+    ----------
+    lam : float
+        The l2 weight as the experiment states it.
+    objective : {"mean", "sum"}
+        ``"mean"``: `lam` is already f's weight. ``"sum"``: `lam` weighs the summed loss
+        ``sum_i loss_i + lam/2 ||w||^2``, whose minimizer is f's with weight ``lam / n_samples``.
+    n_samples : int
+        Training rows of the run (the n of the sum).
+
+    Returns
+    -------
+    float
+        f's weight (reported as ``lam_mean``).
+    """
+    if objective not in OBJECTIVES:
+        fail("objective", f"must be one of {list(OBJECTIVES)}, got {objective!r}")
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+    return float(lam) if objective == "mean" else float(lam) / int(n_samples)
 
 
 def logistic_objective(scores: np.ndarray, y01: np.ndarray, w: np.ndarray, lam: float) -> float:

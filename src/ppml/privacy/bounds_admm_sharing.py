@@ -53,7 +53,8 @@ def theorem3_sensitivity(*, rho: float, lam: float, c1: float, b1: float, d_m: f
     rho : float
         ADMM penalty.
     lam : float
-        Weight of the regularizer ``R_m`` in the problem the run solves (the paper's lambda).
+        Weight of the regularizer ``R_m`` in the problem the run solves, on the paper's scale: the summed
+        loss ``sum_i l_i + lam/2 ||x||^2`` (the paper's lambda; N times the weight of the mean-form f).
     c1 : float
         Bound on ``||grad R_m(x_m)||`` over the feasible region (Assumption 2).
     b1 : float
