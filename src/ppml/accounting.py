@@ -2,7 +2,8 @@
 
 A run is given an epsilon only when its ledger says the assumptions behind the sensitivity were enforced
 (``certified``). A fixed-noise run (the papers' figure sweeps) is listed with its noise level and
-``"epsilon": null`` and the reason.
+``"epsilon": null`` and the reason; a run whose ledger only notes that it adds no noise is listed without a
+differential-privacy claim (encryption, where a protocol uses it, is a different guarantee).
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ def account_run(name: str, block: dict[str, Any], ledger: dict[str, Any]) -> dic
     }
     if not all(bool(s.get("certified")) for s in seeds):
         entry["certified"] = False
-        entry["status"] = "not certified: fixed noise level or assumptions not enforced in this run"
+        noise = entry["noise"]
+        noisy = bool(noise["releases"]) or any(key in noise for key in ("sigma", "sigma_max"))
+        entry["status"] = ("not certified: fixed noise level or assumptions not enforced in this run" if noisy
+                           else "no differential privacy: this run adds no noise")
         return entry
     delta = first.get("delta")
     if delta is None:

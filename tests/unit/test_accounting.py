@@ -25,6 +25,15 @@ def test_fixed_noise_run_is_listed_without_epsilon():
     assert entry["noise"]["sigma"] == 0.3 and entry["status"].startswith("not certified")
 
 
+def test_noise_free_run_has_no_dp_claim():
+    entry = account_run("a", {"algorithm": "admm_sharing"}, _ledger(certified=False, notes=["no noise"]))
+    assert entry["certified"] is False and entry["tight"] is None
+    assert entry["status"] == "no differential privacy: this run adds no noise"
+    noisy = account_run("a", {"algorithm": "admm_sharing"},
+                        _ledger(certified=False, events=[GaussianEvent(sigma=1.0, sensitivity=1.0, count=3)]))
+    assert noisy["status"].startswith("not certified")
+
+
 def test_certified_run_gets_paper_and_tight_bounds():
     events = [GaussianEvent(sigma=5.0, sensitivity=1.0, count=10, party="p1"),
               GaussianEvent(sigma=8.0, sensitivity=1.0, count=10, party="p2")]
