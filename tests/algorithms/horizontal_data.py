@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from types import ModuleType
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -26,3 +27,12 @@ def horizontal(rng: np.random.Generator, *, agents: int = 5, n: int | Sequence[i
     evaluator = Party(name="evaluator", columns=cols, ids=np.array([f"t{k}" for k in range(n_test)]),
                       X=X[bounds[-1]:], y=y[bounds[-1]:])
     return parties, evaluator
+
+
+def fit_module(module: ModuleType, parties: list[Party], evaluator: Party, *, lam: float, seed: int = 0,
+               capture: bool = False, **kw: Any) -> tuple[Any, Any, Any]:
+    """One seeded run of a decentralized algorithm module: (history, network, params)."""
+    params = module.Params(lam=lam, **kw)
+    rng = np.random.default_rng(seed)
+    network = module.network_for(parties, params, rng=rng, capture=capture)
+    return module.fit(parties, network, params, rng=rng, evaluation=evaluator), network, params

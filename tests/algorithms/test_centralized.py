@@ -16,7 +16,8 @@ def _vertical(rng, n=400, d=(4, 3)):
     tids = np.array([str(i) for i in range(n, n + 100)])
     cols = np.split(np.arange(sum(d)), np.cumsum(d)[:-1])
     parties = [Party(name=f"party{k + 1}", columns=tuple(f"f{j}" for j in c), ids=ids, X=X[:n, c],
-                     y=y[:n] if k == 0 else None, test_ids=tids, X_test=X[n:, c], y_test=y[n:] if k == 0 else None)
+                     y=y[:n] if k == 0 else None, test_ids=tids, X_test=X[n:, c],
+                     y_test=y[n:] if k == 0 else None)
                for k, c in enumerate(cols)]
     return parties, X, y, n
 

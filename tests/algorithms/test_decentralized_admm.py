@@ -7,7 +7,7 @@ from ppml.config import ParamError, build
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
 from ppml.network import Network
 
-from horizontal_data import horizontal
+from horizontal_data import fit_module, horizontal
 
 LAM = 0.05
 
@@ -23,11 +23,9 @@ def centralized_optimum(parties, lam=LAM):
     return w, objective_and_gradient(w, X, y, lam)[0]
 
 
-def run(parties, evaluator, *, seed=0, capture=False, **kw):
-    params = da.Params(lam=LAM, **kw)
-    rng = np.random.default_rng(seed)
-    network = da.network_for(parties, params, rng=rng, capture=capture)
-    return da.fit(parties, network, params, rng=rng, evaluation=evaluator), network
+def run(parties, evaluator, **kw):
+    history, network, _ = fit_module(da, parties, evaluator, lam=LAM, **kw)
+    return history, network
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from ppml.algorithms.decentralized_admm import local_gradient, make_agents
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
 from ppml.privacy.paper_bounds import evaluate
 
-from horizontal_data import horizontal
+from horizontal_data import fit_module, horizontal
 
 LAM = 0.05
 
@@ -20,11 +20,8 @@ def data():
     return horizontal(np.random.default_rng(4), n=100, d=4, n_test=150)
 
 
-def run(module, parties, evaluator, *, seed=0, **kw):
-    params = module.Params(lam=LAM, **kw)
-    rng = np.random.default_rng(seed)
-    network = module.network_for(parties, params, rng=rng)
-    return module.fit(parties, network, params, rng=rng, evaluation=evaluator)
+def run(module, parties, evaluator, **kw):
+    return fit_module(module, parties, evaluator, lam=LAM, **kw)[0]
 
 
 # --- the specs' formula oracles ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from ppml.models.losses import objective_and_gradient, solve_l2_logistic
 from ppml.privacy.events import ZCDPEvent
 from ppml.privacy.paper_bounds import evaluate
 
-from horizontal_data import horizontal
+from horizontal_data import fit_module, horizontal
 
 LAM = 0.05
 
@@ -19,11 +19,8 @@ def data():
     return horizontal(np.random.default_rng(9))
 
 
-def run(parties, evaluator, *, seed=0, capture=False, **kw):
-    params = ipp_admm.Params(lam=LAM, **kw)
-    rng = np.random.default_rng(seed)
-    network = ipp_admm.network_for(parties, params, rng=rng, capture=capture)
-    return ipp_admm.fit(parties, network, params, rng=rng, evaluation=evaluator), network, params
+def run(parties, evaluator, **kw):
+    return fit_module(ipp_admm, parties, evaluator, lam=LAM, **kw)
 
 
 def test_huge_alpha_broadcasts_nothing(data):

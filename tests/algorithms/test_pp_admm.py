@@ -10,7 +10,7 @@ from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.paper_bounds import evaluate
 
-from horizontal_data import horizontal
+from horizontal_data import fit_module, horizontal
 
 LAM = 0.05
 
@@ -20,11 +20,8 @@ def data():
     return horizontal(np.random.default_rng(5))
 
 
-def run(parties, evaluator, *, seed=0, capture=False, **kw):
-    params = pp_admm.Params(lam=LAM, **kw)
-    rng = np.random.default_rng(seed)
-    network = pp_admm.network_for(parties, params, rng=rng, capture=capture)
-    return pp_admm.fit(parties, network, params, rng=rng, evaluation=evaluator), network, params
+def run(parties, evaluator, **kw):
+    return fit_module(pp_admm, parties, evaluator, lam=LAM, **kw)
 
 
 def test_noise_off_reaches_the_centralized_optimum(data):
