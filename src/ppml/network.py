@@ -10,6 +10,11 @@ fixed-width big-endian integers and counted as ciphertexts), lists, tuples and s
 types cross only if registered with :func:`register_wire_type` (for example an encrypted vector, which
 carries its public key's modulus and its ciphertexts).
 
+Decoding is a network boundary: the bytes come from another party. :func:`decode` allocates no more than
+the message's length warrants (every length and count is checked against the bytes left first), accepts
+at most :data:`MAX_DEPTH` levels of nesting and only what :func:`encode` writes, and fails only with
+:class:`WireError`, naming what was wrong and at which byte.
+
 The default network is in-process and deterministic: per (src, dst, tag) a FIFO queue. Algorithms advance
 :meth:`Network.next_round` once per communication round so that traffic can be counted per round.
 """
@@ -17,6 +22,7 @@ The default network is in-process and deterministic: per (src, dst, tag) a FIFO 
 from __future__ import annotations
 
 import io
+import math
 import struct
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -24,11 +30,12 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["Network", "Endpoint", "Message", "encode", "decode", "register_wire_type", "WireError"]
+__all__ = ["Network", "Endpoint", "Message", "encode", "decode", "register_wire_type", "WireError",
+           "MAX_DEPTH"]
 
 
-class WireError(TypeError):
-    """A payload that cannot cross the network."""
+class WireError(TypeError, ValueError):
+    """A payload that cannot be sent, or received bytes that are not a message :func:`encode` wrote."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -53,10 +60,6 @@ class _Counter:
 
 def _write_len(buf: io.BytesIO, n: int) -> None:
     buf.write(struct.pack("<Q", n))
-
-
-def _read_len(view: memoryview, pos: int) -> tuple[int, int]:
-    return struct.unpack_from("<Q", view, pos)[0], pos + 8
 
 
 def _enc(obj: Any, buf: io.BytesIO, counter: _Counter) -> None:
@@ -130,62 +133,223 @@ def _enc_array(arr: np.ndarray, buf: io.BytesIO, counter: _Counter) -> None:
     buf.write(raw)
 
 
-def _dec(view: memoryview, pos: int) -> tuple[Any, int]:
-    code = bytes(view[pos:pos + 1])
-    pos += 1
-    if code == b"N":
-        return None, pos
-    if code == b"T":
-        return True, pos
-    if code == b"F":
-        return False, pos
-    if code == b"I":
-        n, pos = _read_len(view, pos)
-        return int.from_bytes(view[pos:pos + n], "big", signed=True), pos + n
-    if code == b"D":
-        return struct.unpack_from("<d", view, pos)[0], pos + 8
-    if code == b"S":
-        n, pos = _read_len(view, pos)
-        return str(view[pos:pos + n], "utf-8"), pos + n
-    if code == b"B":
-        n, pos = _read_len(view, pos)
-        return bytes(view[pos:pos + n]), pos + n
-    if code in (b"L", b"U"):
-        n, pos = _read_len(view, pos)
-        items = []
-        for _ in range(n):
-            item, pos = _dec(view, pos)
-            items.append(item)
-        return (items if code == b"L" else tuple(items)), pos
-    if code == b"M":
-        n, pos = _read_len(view, pos)
-        out = {}
-        for _ in range(n):
-            key, pos = _dec(view, pos)
-            out[key], pos = _dec(view, pos)
-        return out, pos
-    if code == b"A":
-        dtype, pos = _dec(view, pos)
-        shape, pos = _dec(view, pos)
-        n, pos = _read_len(view, pos)
-        arr = np.frombuffer(view[pos:pos + n], dtype=np.dtype(dtype)).reshape(shape).copy()
-        return arr, pos + n
-    if code == b"C":
-        shape, pos = _dec(view, pos)
-        width, pos = _read_len(view, pos)
-        count = int(np.prod(shape)) if shape else 1
-        raw = view[pos:pos + width * count]
-        out = np.empty(count, dtype=object)
-        for i in range(count):
-            out[i] = int.from_bytes(raw[i * width:(i + 1) * width], "big")
-        return out.reshape(shape), pos + width * count
-    if code == b"X":
-        name, pos = _dec(view, pos)
-        value, pos = _dec(view, pos)
-        if name not in _WIRE_DECODERS:
-            raise WireError(f"unknown wire type {name!r}")
-        return _WIRE_DECODERS[name](value), pos
-    raise WireError(f"corrupt message: unknown type code {code!r} at byte {pos - 1}")
+# Decoding: the bytes come from another party, so nothing in them is trusted. Every length or count read
+# from the wire is checked against the bytes left before anything is allocated or looped over, nesting is
+# bounded, only the forms the encoder writes are accepted (so one payload has exactly one encoding), and
+# every failure is a WireError naming what was wrong and the byte offset where it was found.
+
+MAX_DEPTH = 100
+"""Deepest nesting of lists, tuples, dicts and registered types that :func:`decode` accepts."""
+
+_MAX_NDIM = 64  # numpy's own limit on the number of array dimensions
+_MAX_NBYTES = 2**63 - 1  # numpy's limit on size * itemsize; an axis of length 0 would let the others grow
+# The encoder writes an all-zero object array (plaintext-scheme residues) with width 0, so its message does
+# not grow with its length; such arrays are capped at 2^20 elements (8 MiB of pointers), above the longest
+# vector any experiment sends.
+_MAX_ZERO_WIDTH = 2**20
+
+# Every dtype the encoder writes (kinds b, i, u, f, c in either byte order), keyed by its dtype.str.
+_DTYPES: dict[str, np.dtype] = {
+    dt.str: dt
+    for code in "?" + np.typecodes["AllInteger"] + np.typecodes["AllFloat"]
+    for dt in (np.dtype(code).newbyteorder("<"), np.dtype(code).newbyteorder(">"))
+    if dt.kind in "biufc"
+}
+_LEN = struct.Struct("<Q")
+_F64 = struct.Struct("<d")
+_TAG_S, _TAG_I, _TAG_U, _TAG_L = b"S"[0], b"I"[0], b"U"[0], b"L"[0]
+
+
+def _corrupt(what: str, at: int) -> WireError:
+    return WireError(f"corrupt message: {what} at byte {at}")
+
+
+def _take(view: memoryview, pos: int, n: int, what: str) -> int:
+    """The end of the `n` bytes of `what` starting at `pos`, if the message still holds them."""
+    if n > len(view) - pos:
+        raise _corrupt(f"truncated {what}: {n} bytes needed, {len(view) - pos} left", pos)
+    return pos + n
+
+
+def _read_len(view: memoryview, pos: int, what: str) -> tuple[int, int]:
+    end = _take(view, pos, 8, f"length of {what}")
+    return _LEN.unpack_from(view, pos)[0], end
+
+
+def _expect(view: memoryview, pos: int, tag: int, what: str) -> int:
+    """The position after `tag`, which must open the value at `pos` (a part whose type is fixed)."""
+    if pos >= len(view) or view[pos] != tag:
+        raise _corrupt(f"{what} is not a {chr(tag)!r} value", pos)
+    return pos + 1
+
+
+def _check_depth(depth: int, at: int) -> None:
+    if depth >= MAX_DEPTH:
+        raise _corrupt(f"nesting deeper than {MAX_DEPTH} levels", at)
+
+
+def _dec(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+    if pos >= len(view):
+        raise _corrupt("truncated: a value expected", pos)
+    reader = _READERS.get(view[pos])
+    if reader is None:
+        raise _corrupt(f"unknown type code {bytes(view[pos:pos + 1])!r}", pos)
+    return reader(view, pos + 1, depth)
+
+
+def _dec_none(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+    return None, pos
+
+
+def _dec_true(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+    return True, pos
+
+
+def _dec_false(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+    return False, pos
+
+
+def _dec_int(view: memoryview, pos: int, depth: int) -> tuple[int, int]:
+    start = pos + 8
+    if start > len(view):
+        raise _corrupt(f"truncated length of int: 8 bytes needed, {len(view) - pos} left", pos)
+    n = _LEN.unpack_from(view, pos)[0]
+    end = _take(view, start, n, "int")
+    v = int.from_bytes(view[start:end], "big", signed=True)
+    if n != (v.bit_length() + 8) // 8:  # the encoder's width: the shortest two's complement, plus a sign bit
+        raise _corrupt(f"non-canonical {n}-byte int", pos - 1)
+    return v, end
+
+
+def _dec_float(view: memoryview, pos: int, depth: int) -> tuple[float, int]:
+    if pos + 8 > len(view):
+        raise _corrupt(f"truncated float: 8 bytes needed, {len(view) - pos} left", pos)
+    return _F64.unpack_from(view, pos)[0], pos + 8
+
+
+def _dec_str(view: memoryview, pos: int, depth: int) -> tuple[str, int]:
+    start = pos + 8
+    if start > len(view):
+        raise _corrupt(f"truncated length of str: 8 bytes needed, {len(view) - pos} left", pos)
+    end = _take(view, start, _LEN.unpack_from(view, pos)[0], "str")
+    try:
+        return str(view[start:end], "utf-8"), end
+    except UnicodeDecodeError as exc:
+        raise _corrupt(f"invalid UTF-8 in str ({exc.reason})", start + exc.start) from None
+
+
+def _dec_bytes(view: memoryview, pos: int, depth: int) -> tuple[bytes, int]:
+    n, start = _read_len(view, pos, "bytes")
+    end = _take(view, start, n, "bytes")
+    return bytes(view[start:end]), end
+
+
+def _dec_seq(view: memoryview, pos: int, depth: int) -> tuple[list | tuple, int]:
+    at = pos - 1
+    _check_depth(depth, at)
+    n, pos = _read_len(view, pos, "list")
+    if n > len(view) - pos:  # every item takes at least one byte
+        raise _corrupt(f"{n} items claimed, {len(view) - pos} bytes left", at)
+    items = []
+    for _ in range(n):
+        item, pos = _dec(view, pos, depth + 1)
+        items.append(item)
+    return (items if view[at] == _TAG_L else tuple(items)), pos
+
+
+def _dec_dict(view: memoryview, pos: int, depth: int) -> tuple[dict, int]:
+    at = pos - 1
+    _check_depth(depth, at)
+    n, pos = _read_len(view, pos, "dict")
+    if n > (len(view) - pos) // 10:  # every entry takes at least 10 bytes: an empty str key and a value
+        raise _corrupt(f"{n} dict entries claimed, {len(view) - pos} bytes left", at)
+    out = {}
+    for _ in range(n):
+        key_at = pos
+        key, pos = _dec_str(view, _expect(view, pos, _TAG_S, "dict key"), depth)
+        if key in out:
+            raise _corrupt(f"duplicate dict key {key!r:.60}", key_at)
+        out[key], pos = _dec(view, pos, depth + 1)
+    return out, pos
+
+
+def _dec_shape(view: memoryview, pos: int, itemsize: int, at: int) -> tuple[tuple[int, ...], int, int]:
+    """An array's shape, its element count and the position after it; its size is what numpy allows."""
+    ndim, pos = _read_len(view, _expect(view, pos, _TAG_U, "array shape"), "array shape")
+    if ndim > _MAX_NDIM:
+        raise _corrupt(f"array of {ndim} dimensions (at most {_MAX_NDIM})", at)
+    shape = []
+    bound = itemsize
+    for _ in range(ndim):
+        d, pos = _dec_int(view, _expect(view, pos, _TAG_I, "array dimension"), 0)
+        if d < 0:
+            raise _corrupt(f"negative array dimension {d}", at)
+        bound *= max(d, 1)
+        if bound > _MAX_NBYTES:
+            raise _corrupt("array larger than numpy allows", at)
+        shape.append(d)
+    return tuple(shape), math.prod(shape), pos
+
+
+def _dec_array(view: memoryview, pos: int, depth: int) -> tuple[np.ndarray, int]:
+    at = pos - 1
+    name, pos = _dec_str(view, _expect(view, pos, _TAG_S, "array dtype"), depth)
+    dtype = _DTYPES.get(name)
+    if dtype is None:
+        raise _corrupt(f"array dtype {name!r:.40} is not a numeric dtype", at)
+    shape, count, pos = _dec_shape(view, pos, dtype.itemsize, at)
+    n, pos = _read_len(view, pos, "array data")
+    if n != count * dtype.itemsize:
+        raise _corrupt(f"{n} bytes of data for {count} elements of {name}", at)
+    end = _take(view, pos, n, "array data")
+    arr = np.frombuffer(view[pos:end], dtype=dtype)
+    if dtype.kind == "b" and n and arr.view(np.uint8).max() > 1:
+        raise _corrupt("bool array holding a byte other than 0 or 1", at)
+    return arr.reshape(shape).copy(), end
+
+
+def _dec_ciphertexts(view: memoryview, pos: int, depth: int) -> tuple[np.ndarray, int]:
+    at = pos - 1
+    shape, count, pos = _dec_shape(view, pos, np.dtype(object).itemsize, at)
+    width, pos = _read_len(view, pos, "ciphertext width")
+    if count == 0 and width != 1:
+        raise _corrupt(f"ciphertext width {width} for 0 ciphertexts", at)
+    if width == 0:  # what the encoder writes for all-zero residues: no bytes bound the count, a cap does
+        if count > _MAX_ZERO_WIDTH:
+            raise _corrupt(f"{count} zero-width ciphertexts (at most {_MAX_ZERO_WIDTH})", at)
+        return np.zeros(count, dtype=object).reshape(shape), pos
+    if count > (len(view) - pos) // width:
+        raise _corrupt(f"{count} ciphertexts of {width} bytes claimed, {len(view) - pos} bytes left", at)
+    end = pos + count * width
+    raw = view[pos:end]
+    if count and not np.frombuffer(raw, dtype=np.uint8)[::width].any():
+        raise _corrupt(f"ciphertext width {width} is wider than the widest ciphertext", at)
+    out = np.fromiter((int.from_bytes(raw[i:i + width], "big") for i in range(0, count * width, width)),
+                      dtype=object, count=count)
+    return out.reshape(shape), end
+
+
+def _dec_registered(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+    at = pos - 1
+    _check_depth(depth, at)
+    name, pos = _dec_str(view, _expect(view, pos, _TAG_S, "wire type name"), depth)
+    from_wire = _WIRE_DECODERS.get(name)
+    if from_wire is None:
+        raise _corrupt(f"unknown wire type {name!r:.60}", at)
+    value, pos = _dec(view, pos, depth + 1)
+    try:
+        return from_wire(value), pos
+    except WireError:
+        raise
+    except Exception as exc:  # the type's own validation: surfaces as the codec's one error
+        raise _corrupt(f"wire type {name!r} rejected its value ({type(exc).__name__}: {exc})", at) from exc
+
+
+_READERS: dict[int, Callable[[memoryview, int, int], tuple[Any, int]]] = {
+    b"N"[0]: _dec_none, b"T"[0]: _dec_true, b"F"[0]: _dec_false, b"I"[0]: _dec_int, b"D"[0]: _dec_float,
+    b"S"[0]: _dec_str, b"B"[0]: _dec_bytes, b"L"[0]: _dec_seq, b"U"[0]: _dec_seq, b"M"[0]: _dec_dict,
+    b"A"[0]: _dec_array, b"C"[0]: _dec_ciphertexts, b"X"[0]: _dec_registered,
+}
 
 
 def encode(payload: Any) -> tuple[bytes, int]:
@@ -197,11 +361,17 @@ def encode(payload: Any) -> tuple[bytes, int]:
 
 
 def decode(data: bytes) -> Any:
-    """Rebuild a payload from :func:`encode`'s bytes."""
-    view = memoryview(data)
-    value, pos = _dec(view, 0)
-    if pos != len(data):
-        raise WireError(f"corrupt message: {len(data) - pos} trailing bytes")
+    """Rebuild a payload from :func:`encode`'s bytes.
+
+    The bytes are untrusted: decoding allocates no more than their length warrants, accepts at most
+    :data:`MAX_DEPTH` levels of nesting and only what :func:`encode` writes, and fails only with
+    :class:`WireError` (naming the byte offset), including when a registered type's ``from_wire`` rejects
+    its value.
+    """
+    view = memoryview(data).cast("B")
+    value, pos = _dec(view, 0, 0)
+    if pos != len(view):
+        raise _corrupt(f"{len(view) - pos} trailing bytes after the value", pos)
     return value
 
 

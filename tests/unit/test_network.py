@@ -1,3 +1,5 @@
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,21 @@ def test_edges_restrict_traffic_to_neighbours():
     net.send("b", "a", "theta", np.zeros(2))
     with pytest.raises(PermissionError, match="not neighbours"):
         net.send("a", "c", "theta", np.zeros(2))
+
+
+def test_encoding_is_pinned():
+    # Message byte counts are committed pipeline results: the encoder's bytes must not change.
+    payload = {"n": None, "t": True, "i": -(2**70), "f": 0.5, "s": "δ", "b": b"\x01", "l": [1, (2,)],
+               "a": np.arange(3, dtype=np.int16), "c": np.array([0, 2**20], dtype=object),
+               "z": np.zeros(2, dtype=object)}
+    data, n_ct = encode(payload)
+    assert (len(data), n_ct) == (305, 4)
+    digest = "a16696f64c3374ddb4d6466876d3de9d26e0441e710bdcc7bfe938adeb71a372"
+    assert hashlib.sha256(data).hexdigest() == digest
+
+
+def test_recv_of_corrupt_bytes_raises_wire_error():
+    net = Network(["a", "b"])
+    net._queues[("a", "b", "t")].append(encode([1.0, "x"])[0][:-1])  # a transport that lost the last byte
+    with pytest.raises(WireError, match="truncated .* at byte"):
+        net.recv("b", "a", "t")
