@@ -304,3 +304,72 @@ def test_one_epoch_with_a_2048_bit_key(keys):
     plain, _ = run(parties, params(key_bits=2048, max_epochs=1, batch_size=30, encrypted=False),
                    keys["plaintext"])
     np.testing.assert_array_equal(weights(encrypted), weights(plain))
+
+
+# --- issue 12: plaintext mode labelled as such; params that do not fit the data refused ---------------------
+
+
+def test_plaintext_mode_is_labelled_plaintext(keys):
+    from ppml.config import flat_fields
+
+    parties = vertical(14)
+    p = params(encrypted=False, max_epochs=1)
+    assert p.scheme == "plaintext" and flat_fields(p)["scheme"] == "plaintext"
+    net = paillier_sgd.network_for(parties, p, rng=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("error", KeyLengthWarning)  # the run makes its own 512-bit plaintext key
+        history = paillier_sgd.fit(parties, net, p, rng=np.random.default_rng(0))
+    notes = " ".join(history.ledger.notes)
+    assert "values cross in plaintext (no cryptographic protection)" in notes
+    assert "encrypted" not in notes.replace("encrypted: false", "")
+    assert history.extra["public_key"]["scheme"] == "plaintext"
+    assert "key_warning" not in history.final
+
+
+def test_encrypted_labels_are_unchanged(keys):
+    parties = vertical(14)
+    p = params(max_epochs=1)
+    assert p.scheme == "djn"
+    history, _ = run(parties, p, keys["djn"])
+    assert history.ledger.notes == [
+        "no differential privacy: values cross Paillier-encrypted (djn, 512-bit modulus) between "
+        "honest-but-curious, non-colluding parties; the coordinator sees masked gradients and the batch losses"]
+    assert history.final["key_warning"] == "512-bit Paillier key, below the default 2048"
+
+
+def test_plaintext_scheme_needs_the_plaintext_mode():
+    with pytest.raises(ParamError, match=r"experiments\.x: scheme must be djn or textbook when encrypted is "
+                                         r"true .* got 'plaintext'"):
+        build(paillier_sgd.Params, {"scheme": "plaintext"}, "experiments.x")
+    assert build(paillier_sgd.Params, {"scheme": "textbook", "encrypted": False}, "e").scheme == "plaintext"
+
+
+def test_batch_larger_than_the_data_is_refused(keys):
+    parties = vertical(15)  # 120 training rows
+    p = params(batch_size=500)
+    with pytest.raises(ParamError, match=r"^batch_size must be <= 120, the number of training rows, got 500$"):
+        paillier_sgd.network_for(parties, p, rng=None)
+    net = paillier_sgd.network_for(parties, params(), rng=None)
+    with pytest.raises(ParamError, match=r"batch_size must be <= 120.*got 500"):
+        paillier_sgd.fit(parties, net, p, rng=np.random.default_rng(0), keys=keys["plaintext"])
+    assert paillier_sgd.network_for(parties, params(batch_size=120), rng=None)  # all rows in one batch is fine
+
+
+def test_parties_that_do_not_fit_the_protocol_are_param_errors():
+    guest, host = vertical(16)
+    unlabelled = Party("guest", guest.columns, guest.ids, guest.X)
+    with pytest.raises(ParamError, match=r"^dataset must give labels to exactly one party \(the guest\), got "
+                                         r"label holders \[\] among parties \['guest', 'host'\]"):
+        paillier_sgd.network_for([unlabelled, host], params(), rng=None)
+    labelled_host = Party("host", host.columns, host.ids, host.X, guest.y)
+    with pytest.raises(ParamError, match=r"label holders \['guest', 'host'\]"):
+        paillier_sgd.network_for([guest, labelled_host], params(), rng=None)
+    with pytest.raises(ParamError, match=r"^dataset must have two parties .* got 1 parties \['guest'\]"):
+        paillier_sgd.network_for([guest], params(), rng=None)
+    short = Party("host", host.columns, host.ids[:50], host.X[:50])
+    with pytest.raises(ParamError, match=r"aligned parties, got guest with 120 rows and host with 50"):
+        paillier_sgd.network_for([guest, short], params(), rng=None)
+    arbiter = Party("arbiter", host.columns, host.ids, host.X)
+    with pytest.raises(ParamError, match=r"must not name a party 'arbiter'"):
+        paillier_sgd.network_for([guest, arbiter], params(), rng=None)

@@ -247,3 +247,22 @@ def test_params_validation():
         build(paillier_sqn.Params, {"update_at": "parties"}, "experiments.q")
     p = build(paillier_sqn.Params, {"S_H": None, "batch_size": 3000}, "experiments.q")
     assert (p.L, p.M, p.S_H, p.batch_size) == (4, 5, None, 3000)
+
+
+def test_batch_or_hessian_sample_larger_than_the_data_is_refused(keys):
+    parties = vertical(21)  # 120 training rows
+    with pytest.raises(ParamError, match=r"^batch_size must be <= 120, the number of training rows, got 121$"):
+        paillier_sqn.network_for(parties, params(batch_size=121), rng=None)
+    with pytest.raises(ParamError, match=r"^S_H must be <= 120, the number of training rows, got 1000$"):
+        paillier_sqn.network_for(parties, params(S_H=1000), rng=None)
+    net = paillier_sqn.network_for(parties, params(), rng=None)
+    with pytest.raises(ParamError, match=r"^S_H must be <= 120"):
+        paillier_sqn.fit(parties, net, params(S_H=1000), rng=np.random.default_rng(0), keys=keys["plaintext"])
+
+
+def test_plaintext_mode_is_labelled_plaintext(keys):
+    p = params(encrypted=False, max_epochs=1)
+    assert p.scheme == "plaintext"
+    history, _ = run(vertical(22), p, keys["plaintext"])
+    assert any("values cross in plaintext (no cryptographic protection)" in note for note in history.ledger.notes)
+    assert not any("Paillier-encrypted" in note for note in history.ledger.notes)

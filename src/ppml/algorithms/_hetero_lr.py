@@ -89,7 +89,7 @@ from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
 from ppml.network import Endpoint, Network
-from ppml.parties import Party, label_holder, signed_labels
+from ppml.parties import Party, signed_labels
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +116,15 @@ class ProtocolParams:
     batch_size : int
         |S|, rows per mini-batch (the last batch of an epoch holds the remainder).
     encrypted : bool
-        False runs the plaintext mode: same fixed-point integers and messages, identity "encryption".
+        False runs the plaintext mode: same fixed-point integers and messages, identity "encryption", no
+        cryptographic protection at all (its ledger and metrics say so).
     key_bits : int
         Paillier modulus length; below :data:`ppml.crypto.paillier.MIN_KEY_BITS` (1024) is refused, below
-        2048 warns.
-    scheme : {"djn", "textbook"}
-        Obfuscator of fresh encryptions (see :mod:`ppml.crypto.paillier`).
+        2048 warns (encrypted runs only). The plaintext mode uses it for the range of its residues.
+    scheme : {"djn", "textbook", "plaintext"}
+        Obfuscator of fresh encryptions (see :mod:`ppml.crypto.paillier`). ``plaintext`` is the scheme of,
+        and only of, the plaintext mode: with ``encrypted: false`` the scheme is recorded as ``plaintext``
+        whatever was given, so that no plaintext run is labelled with a cipher.
     frac_bits : int
         Fractional bits of plaintext factors in ciphertext x plaintext products (features, loss
         coefficients); FATE uses 23.
@@ -153,7 +156,7 @@ class ProtocolParams:
     batch_size: int = field(default=1000, metadata={"gt": 0})
     encrypted: bool = True
     key_bits: int = paillier.DEFAULT_KEY_BITS
-    scheme: Literal["djn", "textbook"] = "djn"
+    scheme: Literal["djn", "textbook", "plaintext"] = "djn"
     frac_bits: int = field(default=23, metadata={"ge": 8, "le": 60})
     eta: float = field(default=0.01, metadata={"gt": 0})
     decay: float = field(default=1.0, metadata={"ge": 0})
@@ -169,6 +172,11 @@ class ProtocolParams:
         # Looked up at call time: the crypto module owns the minimum (tests lower it for 512-bit keys).
         if self.key_bits < paillier.MIN_KEY_BITS:
             fail("key_bits", f"must be >= {paillier.MIN_KEY_BITS}, got {self.key_bits}")
+        if not self.encrypted:
+            object.__setattr__(self, "scheme", "plaintext")  # the label metrics.json shows: no cipher
+        elif self.scheme == "plaintext":
+            fail("scheme", "must be djn or textbook when encrypted is true ('plaintext' is the scheme of "
+                           "encrypted: false), got 'plaintext'")
 
     def learning_rate(self, epoch: int) -> float:
         """eta_e for epoch index `epoch` (0-based), FATE's decay."""
@@ -620,27 +628,53 @@ class Roles(NamedTuple):
 
 
 def split_parties(parties: list[Party], evaluation: Party | None = None) -> tuple[Party, Party]:
-    """(guest, host) of a two-party vertical split; an error for anything else."""
+    """(guest, host) of a two-party vertical split; a :class:`~ppml.config.ParamError` naming the
+    experiment's ``dataset`` key for anything else (the data the params chose does not fit the protocol)."""
     if evaluation is not None:
-        raise ValueError("the Paillier protocols need vertically partitioned data, got an evaluation party "
-                         "(horizontal data)")
-    guest = label_holder(parties)
+        fail("dataset", f"must be vertically partitioned data for the Paillier protocols, got horizontal data "
+                        f"(evaluation party {evaluation.name!r})")
+    names = [p.name for p in parties]
+    holders = [p for p in parties if p.is_label_holder]
+    if len(holders) != 1:
+        fail("dataset", f"must give labels to exactly one party (the guest), got label holders "
+                        f"{[p.name for p in holders]} among parties {names}")
+    guest = holders[0]
     hosts = [p for p in parties if p is not guest]
     if len(hosts) != 1:
-        raise ValueError(f"the Paillier protocols take one guest (labels) and one host, got parties "
-                         f"{[p.name for p in parties]}")
+        fail("dataset", f"must have two parties for the Paillier protocols, one guest (labels) and one host, "
+                        f"got {len(parties)} parties {names}")
     host = hosts[0]
     if host.n_samples != guest.n_samples:
-        raise ValueError(f"parties are not aligned: {guest.name} has {guest.n_samples} rows, "
-                         f"{host.name} {host.n_samples}")
+        fail("dataset", f"must have aligned parties, got {guest.name} with {guest.n_samples} rows and "
+                        f"{host.name} with {host.n_samples}")
     if ARBITER in (guest.name, host.name):
-        raise ValueError(f"a party may not be called {ARBITER!r}: that is the coordinator's address")
+        fail("dataset", f"must not name a party {ARBITER!r} (the coordinator's address), got parties {names}")
     return guest, host
 
 
-def make_network(parties: list[Party], *, capture: bool = False) -> Network:
-    """A network over [guest, host, arbiter]."""
-    guest, host = split_parties(parties)
+def check_data(parties: list[Party], params: ProtocolParams, *, evaluation: Party | None = None,
+               hessian_sample: int | None = None) -> tuple[Party, Party]:
+    """(guest, host) after the checks of the params against the data, each a ParamError naming the key.
+
+    A batch (or Hessian sample) larger than the training rows would run with fewer rows than the params say
+    and report the poster's traffic formulas for the wrong |S|.
+    """
+    guest, host = split_parties(parties, evaluation)
+    rows = guest.n_samples
+    if params.batch_size > rows:
+        fail("batch_size", f"must be <= {rows}, the number of training rows, got {params.batch_size}")
+    if hessian_sample is not None and hessian_sample > rows:
+        fail("S_H", f"must be <= {rows}, the number of training rows, got {hessian_sample}")
+    return guest, host
+
+
+def make_network(parties: list[Party], params: ProtocolParams | None = None, *,
+                 hessian_sample: int | None = None, capture: bool = False) -> Network:
+    """A network over [guest, host, arbiter], after :func:`check_data` when `params` are given."""
+    if params is None:
+        guest, host = split_parties(parties)
+    else:
+        guest, host = check_data(parties, params, hessian_sample=hessian_sample)
     return Network([guest.name, host.name, ARBITER], capture=capture)
 
 
@@ -692,7 +726,7 @@ def train(parties: list[Party], network: Network, params: ProtocolParams, *, alg
     """
     if masked and curvature is not None:
         raise ValueError("a quasi-Newton coordinator needs the plaintext gradients; masking is for SGD only")
-    guest_party, host_party = split_parties(parties, evaluation)
+    guest_party, host_party = check_data(parties, params, evaluation=evaluation, hessian_sample=hessian_sample)
     hessian = 0.0 if curvature is None else (hessian_sample or params.batch_size) / curvature.L
     host = HostRole(host_party, network.endpoint(host_party.name), params=params, guest=guest_party.name,
                     hessian_per_iteration=hessian)
@@ -835,7 +869,12 @@ def _finish(history: History, params: ProtocolParams, *, host: HostRole, guest: 
         public_key={"bits": public_key.bits, "scheme": public_key.scheme},
         roles={"host": host_party.name, "guest": guest_party.name, "arbiter": ARBITER})
     view = "masked gradients and the batch losses" if masked else "the gradients, steps and batch losses"
-    history.ledger.notes.append(
-        f"no differential privacy: values cross Paillier-encrypted ({public_key.scheme}, "
-        f"{public_key.bits}-bit modulus) between honest-but-curious, non-colluding parties; "
-        f"the coordinator sees {view}")
+    if public_key.encrypted:
+        history.ledger.notes.append(
+            f"no differential privacy: values cross Paillier-encrypted ({public_key.scheme}, "
+            f"{public_key.bits}-bit modulus) between honest-but-curious, non-colluding parties; "
+            f"the coordinator sees {view}")
+    else:
+        history.ledger.notes.append(
+            "no differential privacy and no encryption: plaintext mode (encrypted: false), values cross in "
+            "plaintext (no cryptographic protection); every party that receives a message reads its values")

@@ -184,8 +184,15 @@ class QuasiNewton:
 
 def network_for(parties: list[Party], params: Params, *, rng: np.random.Generator,
                 capture: bool = False) -> Network:
-    """The network over the guest, the host and the coordinator ``arbiter``."""
-    return _hetero_lr.make_network(parties, capture=capture)
+    """The network over the guest, the host and the coordinator ``arbiter``.
+
+    Raises
+    ------
+    ppml.config.ParamError
+        When the data do not fit the params (:func:`ppml.algorithms._hetero_lr.check_data`): not one guest
+        with labels and one host, or a batch or S_H larger than the training rows.
+    """
+    return _hetero_lr.make_network(parties, params, hessian_sample=params.S_H, capture=capture)
 
 
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,

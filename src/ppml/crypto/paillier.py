@@ -26,8 +26,18 @@ instead of one :class:`phe.EncryptedNumber` per value:
   ``encrypted: false`` mode; decoded results are bit-identical to the encrypted scheme's.
 
 Vectors cross the network as ``{"n", "scheme", "frac_bits", "c"}`` and are rebuilt by the receiver against
-its own copy of the public key (:func:`receive_vector`); a modulus or scheme mismatch, or a value outside
-Z*_{n^2}, raises :class:`CiphertextError`. Paillier ciphertexts are malleable: these checks catch mistakes and
+its own copy of the public key (:func:`receive_vector`); a modulus or scheme mismatch, a value outside
+Z*_{n^2}, or a ``frac_bits`` outside [0, :data:`MAX_FRAC_BITS`] raises :class:`CiphertextError`.
+
+Every public key is checked when it is built, in particular when it arrives over the network
+(:meth:`PublicKey.from_wire`), and a failure raises :class:`PublicKeyError` naming the defect: the modulus
+must be odd, of at least :data:`MIN_KEY_BITS` bits, and not within 2^(bits - GUARD_BITS) of a power of two
+(there 2^k mod n is small, so overflows wrap onto the safe range undetected; 2^1024 + 1 is such a modulus).
+For the Paillier schemes it must also not be a perfect power nor have a prime factor below
+:data:`_SMALL_PRIME_BOUND`, and the DJN base must be a unit of Z*_{n^2} of large order: 1 < h_s < n^2,
+gcd(h_s, n) = 1, h_s^2 != 1 and h_s^k != 1 for every k dividing lcm(1, ..., :data:`_SMALL_PRIME_BOUND`)
+(h_s = n^2 - 1, of order 2, would make every "encryption" readable). These checks cannot prove that n is a
+product of two large primes; they refuse the keys a careless or hostile key holder could most easily send. Paillier ciphertexts are malleable: these checks catch mistakes and
 crude tampering, they do not authenticate messages.
 
 References
@@ -64,13 +74,17 @@ from gmpy2 import mpz
 from ppml.network import register_wire_type
 
 __all__ = [
-    "MIN_KEY_BITS", "DEFAULT_KEY_BITS", "SCHEMES", "GUARD_BITS",
-    "KeyLengthWarning", "CiphertextError", "EncodingOverflowError",
+    "MIN_KEY_BITS", "DEFAULT_KEY_BITS", "SCHEMES", "GUARD_BITS", "MAX_FRAC_BITS",
+    "KeyLengthWarning", "PublicKeyError", "CiphertextError", "EncodingOverflowError",
     "generate_keypair", "PublicKey", "PrivateKey", "EncryptedVector", "receive_vector",
 ]
 
+# Tests lower MIN_KEY_BITS (monkeypatch) to use 512-bit keys; every check reads it at call time.
 MIN_KEY_BITS = 1024
 DEFAULT_KEY_BITS = 2048
+# Largest fixed-point scale a vector may carry (own or received): the protocols stay below 128 bits, and a
+# larger shift would only cost time and memory (a received frac_bits of 10^9 means a 10^9-bit rescaling).
+MAX_FRAC_BITS = 1024
 SCHEMES = ("djn", "textbook", "plaintext")
 # Bits between the safe plaintext range and the modulus: an overflowed or garbled plaintext is uniform-ish
 # mod n, so it falls inside the safe range with probability about 2^(1 - GUARD_BITS).
@@ -88,6 +102,11 @@ _INTEGER_TYPES = (int, np.integer, type(mpz(0)))
 
 class KeyLengthWarning(UserWarning):
     """A key shorter than :data:`DEFAULT_KEY_BITS` bits (allowed from :data:`MIN_KEY_BITS`, but weaker)."""
+
+
+class PublicKeyError(ValueError):
+    """A public key that is malformed or unsafe: a short, even, perfect-power or structured modulus, or a DJN
+    base h_s that is not a unit of large order in Z*_{n^2}."""
 
 
 class CiphertextError(ValueError):
@@ -110,7 +129,7 @@ def generate_keypair(bits: int = DEFAULT_KEY_BITS, *,
     ----------
     bits : int, default 2048
         Length of the modulus n. Below :data:`MIN_KEY_BITS` is refused; below :data:`DEFAULT_KEY_BITS` warns
-        with :class:`KeyLengthWarning`.
+        with :class:`KeyLengthWarning` (except for the ``plaintext`` scheme, which encrypts nothing).
     scheme : {"djn", "textbook", "plaintext"}
         How encryptions are randomized (see the module docstring); ``plaintext`` makes keys of the same API
         whose "encryption" is the identity on residues mod n. There n is a random odd `bits`-bit number:
@@ -124,7 +143,7 @@ def generate_keypair(bits: int = DEFAULT_KEY_BITS, *,
     """
     _check_bits(bits)
     _check_scheme(scheme)
-    if bits < DEFAULT_KEY_BITS:
+    if bits < DEFAULT_KEY_BITS and scheme != "plaintext":  # no encryption, so no key strength to warn about
         warnings.warn(f"a {bits}-bit Paillier key is below the default of {DEFAULT_KEY_BITS} bits",
                       KeyLengthWarning, stacklevel=2)
     if scheme == "plaintext":
@@ -160,9 +179,74 @@ def _check_scheme(scheme: Any) -> None:
 
 
 def _check_frac_bits(frac_bits: Any) -> int:
-    if not isinstance(frac_bits, (int, np.integer)) or isinstance(frac_bits, bool) or frac_bits < 0:
-        raise ValueError(f"frac_bits must be a non-negative integer, got {frac_bits!r}")
+    if not _is_int(frac_bits) or not 0 <= frac_bits <= MAX_FRAC_BITS:
+        raise ValueError(f"frac_bits must be an integer in [0, {MAX_FRAC_BITS}], got {_abbrev(frac_bits)}")
     return int(frac_bits)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, _INTEGER_TYPES) and not isinstance(v, (bool, np.bool_))
+
+
+def _abbrev(v: Any) -> str:
+    """A value for an error message: big integers as their leading and trailing hex digits and bit length."""
+    if _is_int(v) and abs(int(v)).bit_length() > 64:
+        h = hex(int(v))
+        return f"{h[:10]}...{h[-6:]} ({abs(int(v)).bit_length()} bits)"
+    return f"{v!r:.60}"
+
+
+# Paillier moduli have no prime factor below this bound, and a DJN base no order dividing
+# lcm(1, ..., bound): a gcd and one short exponentiation each.
+_SMALL_PRIME_BOUND = 1024
+_SMALL_PRIMES = [p for p in range(2, _SMALL_PRIME_BOUND) if gmpy2.is_prime(p)]
+_SMALL_PRIMORIAL = math.prod(_SMALL_PRIMES)
+# lcm(1, ..., bound): every prime power below the bound
+_SMOOTH_EXPONENT = math.prod(p ** int(math.log(_SMALL_PRIME_BOUND - 1, p)) for p in _SMALL_PRIMES)
+
+
+def _check_public_key(n: Any, scheme: Any, h_s: Any) -> None:
+    """PublicKeyError unless (n, scheme, h_s) passes the checks of the module docstring."""
+    if scheme not in SCHEMES:
+        raise PublicKeyError(f"the public key's scheme must be one of {', '.join(SCHEMES)}, got {scheme!r:.60}")
+    if not _is_int(n) or n < 3 or n % 2 == 0:
+        raise PublicKeyError(f"the modulus n must be an odd integer > 2, got {_abbrev(n)}")
+    n = int(n)
+    bits = n.bit_length()
+    if bits < MIN_KEY_BITS:
+        raise PublicKeyError(f"the modulus n = {_abbrev(n)} is too short: key length bits must be "
+                             f">= {MIN_KEY_BITS}, got {bits}")
+    r = pow(2, bits, n)  # 2^bits mod n, as a signed residue below: small iff n is close to 2^bits or 2^(bits-1)
+    if min(r, n - r) < 1 << (bits - GUARD_BITS):
+        raise PublicKeyError(f"the modulus n = {_abbrev(n)} lies within 2^{bits - GUARD_BITS} of a power of two: "
+                             "overflows would wrap onto small values undetected")
+    if scheme == "plaintext":
+        if h_s is not None:
+            raise PublicKeyError(f"h_s is only part of a djn key, not of a {scheme} key, got {_abbrev(h_s)}")
+        return
+    if gmpy2.is_power(n):
+        raise PublicKeyError(f"the modulus n = {_abbrev(n)} is a perfect power, not a Paillier modulus")
+    small = int(gmpy2.gcd(n, _SMALL_PRIMORIAL))
+    if small != 1:
+        raise PublicKeyError(f"the modulus n = {_abbrev(n)} has the small factor {small}, not a Paillier modulus")
+    if scheme != "djn":
+        if h_s is not None:
+            raise PublicKeyError(f"h_s is only part of a djn key, not of a {scheme} key, got {_abbrev(h_s)}")
+        return
+    if h_s is None:
+        raise PublicKeyError("the djn scheme needs the public base h_s, got None")
+    if not _is_int(h_s):
+        raise PublicKeyError(f"h_s must be an integer, got {type(h_s).__name__} {h_s!r:.40}")
+    nsq = n * n
+    if not 1 < h_s < nsq:
+        raise PublicKeyError(f"h_s must lie in (1, n^2), got {_abbrev(h_s)}")
+    if gmpy2.gcd(h_s, n) != 1:
+        raise PublicKeyError(f"h_s = {_abbrev(h_s)} shares a factor with n: not a unit of Z*_{{n^2}}")
+    if gmpy2.powmod(h_s, 2, nsq) == 1:
+        raise PublicKeyError(f"h_s = {_abbrev(h_s)} has order 2 (h_s^2 = 1 mod n^2): its obfuscators hide nothing")
+    if gmpy2.powmod(h_s, _SMOOTH_EXPONENT, nsq) == 1:
+        raise PublicKeyError(f"h_s = {_abbrev(h_s)} has a small order (dividing lcm(1, ..., "
+                             f"{_SMALL_PRIME_BOUND})): its obfuscators take few values")
 
 
 def _unit_below(n: mpz) -> mpz:
@@ -242,11 +326,8 @@ class PublicKey:
                  "_djn_window")
 
     def __init__(self, n: int, *, scheme: str = "djn", h_s: int | None = None) -> None:
-        _check_scheme(scheme)
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 3 or n % 2 == 0:
-            raise ValueError(f"the modulus n must be an odd integer > 2, got {n!r}")
+        _check_public_key(n, scheme, h_s)
         n = int(n)
-        _check_bits(n.bit_length())
         self.n = n
         self.nsquare = n * n
         self.bits = n.bit_length()
@@ -257,15 +338,7 @@ class PublicKey:
         self._pool: deque = deque()
         self._djn_table: list | None = None
         self._djn_window = _DJN_WINDOW
-        if scheme == "djn":
-            if h_s is None:
-                raise ValueError("the djn scheme needs the public base h_s")
-            h_s = int(h_s)
-            if not 1 < h_s < self.nsquare or gmpy2.gcd(h_s, self._n) != 1:
-                raise ValueError("h_s must be an element of Z*_{n^2} other than 1")
-        elif h_s is not None:
-            raise ValueError(f"h_s is only part of a djn key, not of a {scheme} key")
-        self.h_s = h_s
+        self.h_s = None if h_s is None else int(h_s)
 
     @property
     def encrypted(self) -> bool:
@@ -421,9 +494,15 @@ class PublicKey:
 
     @staticmethod
     def from_wire(d: dict) -> "PublicKey":
-        """Rebuild (and validate) a public key sent with :meth:`to_wire`."""
+        """Rebuild a public key sent with :meth:`to_wire`, with every check of the module docstring.
+
+        Raises
+        ------
+        PublicKeyError
+            For a malformed payload or an unsafe key (the message names the defect and the value).
+        """
         if not isinstance(d, dict) or set(d) != {"n", "scheme", "h_s"}:
-            raise ValueError(f"a public key on the wire is a dict with keys n, scheme, h_s; got {d!r:.200}")
+            raise PublicKeyError(f"a public key on the wire is a dict with keys n, scheme, h_s; got {d!r:.200}")
         return PublicKey(d["n"], scheme=d["scheme"], h_s=d["h_s"])
 
 
@@ -917,8 +996,8 @@ def receive_vector(payload: dict, public_key: PublicKey) -> EncryptedVector:
     Raises
     ------
     CiphertextError
-        When the sender's modulus or scheme differs from `public_key`'s, or a ciphertext lies outside
-        Z*_{n^2} or is not an integer.
+        When the sender's modulus or scheme differs from `public_key`'s, a ciphertext lies outside
+        Z*_{n^2} or is not an integer, or frac_bits lies outside [0, :data:`MAX_FRAC_BITS`].
     """
     _wire_payload(payload)
     if payload["n"] != public_key.n or payload["scheme"] != public_key.scheme:
@@ -932,6 +1011,10 @@ def _wire_payload(d: Any) -> dict:
     """What the network hands the receiver: the checked dict, to be bound with :func:`receive_vector`."""
     if not isinstance(d, dict) or set(d) != {"n", "scheme", "frac_bits", "c"}:
         raise CiphertextError("an encrypted vector on the wire is a dict with keys n, scheme, frac_bits, c")
+    f = d["frac_bits"]
+    if not _is_int(f) or not 0 <= f <= MAX_FRAC_BITS:
+        raise CiphertextError(f"an encrypted vector on the wire must carry frac_bits in [0, {MAX_FRAC_BITS}], "
+                              f"got {_abbrev(f)}")
     return d
 
 
