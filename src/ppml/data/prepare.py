@@ -72,7 +72,7 @@ from ppml.config import build, fail, flat_fields, section
 from ppml.data import readers
 from ppml.data.align import align
 from ppml.data.download import USER_FILE, read_status
-from ppml.data.normalize import HORIZONTAL, VERTICAL
+from ppml.data.normalize import HORIZONTAL, VERTICAL, collapse
 from ppml.data.partition import Table, deal_rows, stratified_test_mask, vertical_holdings
 from ppml.data.prepared import MANIFEST, DataUnavailable
 from ppml.data.synthetic import logistic_dataset
@@ -80,7 +80,7 @@ from ppml.io import save_party, write_json
 from ppml.network import Network
 from ppml.parties import Party
 
-__all__ = ["DatasetParams", "READERS", "dataset_params", "prepare_dataset"]
+__all__ = ["DatasetParams", "NormalizationError", "READERS", "dataset_params", "prepare_dataset"]
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +134,15 @@ def _read_adult(raw_dir: Path, *, key: str, params: DatasetParams, rng: np.rando
 
 
 def _read_user_csv(raw_dir: Path, *, key: str, params: DatasetParams, rng: np.random.Generator) -> Table:
-    ids, features, y = readers.read_user_csv(raw_dir / USER_FILE, label_column=params.label_column,
-                                             positive_label=params.positive_label, id_column=params.id_column)
+    ids, features, y, counts = readers.read_user_csv(
+        raw_dir / USER_FILE, label_column=params.label_column, positive_label=params.positive_label,
+        id_column=params.id_column, negative_label=params.negative_label,
+        other_labels=params.other_labels or "error", categorical=params.categorical or (),
+        missing_values=readers.USER_MISSING if params.missing_values is None else params.missing_values)
     categorical = [c for c in features.columns if not pd.api.types.is_numeric_dtype(features[c])]
-    return _one_hot_table(ids, features, y, categorical=categorical)
+    table = _one_hot_table(ids, features, y, categorical=categorical)
+    table.info["label_counts"] = counts
+    return table
 
 
 def _one_hot_table(ids: np.ndarray, features: pd.DataFrame, y: np.ndarray, *,
@@ -270,6 +275,19 @@ class DatasetParams:
         User data only: the label that counts as 1 (quoted in YAML, ``"1"``); every other label counts as 0.
     id_column : str
         User data only, optional: header of the entity id column; without one the rows are numbered.
+    negative_label : str
+        User data only, optional: the label that counts as 0. Without it (and without ``other_labels:
+        negative``) the file must hold exactly two distinct labels.
+    other_labels : {"error", "negative"}
+        User data only, optional (default ``error``): whether a label other than the positive and the
+        negative one is an error or counts as 0.
+    categorical : list of str
+        User data only, optional: columns one-hot encoded even if their cells are numbers (codes). Any other
+        column mixing numbers and text is an error.
+    missing_values : list of str
+        User data only, optional: the cell contents meaning "missing" (default
+        :data:`ppml.data.readers.USER_MISSING`: the empty cell, ``NA``, ``N/A``, ``NaN``, ``nan``, ``?``,
+        ``NULL``); records with a missing feature are dropped, a missing label is an error.
     split : list of int
         Vertical only: number of columns of each party.
     label_holder : str
@@ -297,6 +315,10 @@ class DatasetParams:
     label_column: str | None = None
     positive_label: str | None = None
     id_column: str | None = None
+    negative_label: str | None = None
+    other_labels: Literal["error", "negative"] | None = None
+    categorical: tuple[str, ...] | None = None
+    missing_values: tuple[str, ...] | None = None
     split: tuple[int, ...] | None = field(default=None, metadata={"gt": 0})
     label_holder: str | None = None
     alignment: Literal["psi", "plain"] | None = None
@@ -341,21 +363,49 @@ class DatasetParams:
         if (self.reader == "user_csv") != (self.source == "user"):
             fail("reader", f"must be user_csv for, and only for, source user; got reader {self.reader!r} "
                            f"with source {self.source!r}")
-        user_fields = ("path", "label_column", "positive_label", "id_column")
+        required = ("path", "label_column", "positive_label")
+        optional = ("id_column", "negative_label", "other_labels", "categorical", "missing_values")
         if self.source != "user":
-            for name in user_fields:
+            for name in required + optional:
                 if getattr(self, name) is not None:
-                    fail(name, f"is only for user data (source: user), got {getattr(self, name)!r}")
+                    value = getattr(self, name)
+                    fail(name, f"is only for user data (source: user), got "
+                               f"{list(value) if isinstance(value, tuple) else value!r}")
             return
-        for name in user_fields[:-1]:
+        for name in required:
             if getattr(self, name) is None:
                 fail(name, "is required for user data")
         path = PurePosixPath(self.path)
         if path.is_absolute() or ".." in path.parts or path.parent.parts[:2] != USER_DIR.parts:
             fail("path", f"must be a file under {USER_DIR}/ relative to the repository root (so that DVC "
                          f"tracks it), got {self.path!r}")
+        # Symlinks (of the file or of a directory on the way) are followed: data outside data/user/ would
+        # not be tracked by DVC.
+        resolved, user_dir = Path(self.path).resolve(), Path(USER_DIR).resolve()
+        if not resolved.is_relative_to(user_dir):
+            fail("path", f"must lie under {USER_DIR}/ once symlinks are resolved, got {self.path!r}, which "
+                         f"resolves to {str(resolved)!r}")
         if self.id_column == self.label_column:
             fail("id_column", f"must differ from label_column, got {self.id_column!r} for both")
+        self._check_user_columns()
+
+    def _check_user_columns(self) -> None:
+        if self.negative_label is not None:
+            if self.negative_label.strip() == self.positive_label.strip():
+                fail("negative_label", f"must differ from positive_label, got {self.negative_label!r}")
+            if self.other_labels == "negative":
+                fail("other_labels", "negative makes negative_label pointless: give one of the two")
+        for i, name in enumerate(self.categorical or ()):
+            if name in (self.label_column, self.id_column):
+                fail(f"categorical[{i}]", f"must not be the label or id column, got {name!r}")
+            if name in self.categorical[:i]:
+                fail(f"categorical[{i}]", f"repeats {name!r}")
+        for i, token in enumerate(self.missing_values or ()):
+            if token != token.strip():
+                fail(f"missing_values[{i}]", f"must not have surrounding spaces (cells are compared "
+                                             f"stripped), got {token!r}")
+            if token in (self.positive_label.strip(), (self.negative_label or "").strip() or None):
+                fail(f"missing_values[{i}]", f"must not be a label, got {token!r}")
 
     def _check_vertical(self) -> None:
         for name in ("split", "label_holder", "alignment", "private_fraction"):
@@ -441,6 +491,7 @@ def prepare_dataset(key: str, params: DatasetParams, raw_dir: str | Path, out_di
         the data, or ids that cannot be aligned (:class:`ppml.data.align.AlignmentError`).
     """
     raw_dir = Path(raw_dir)
+    _remove_stale_staging(out_dir)
     status = read_status(raw_dir)
     manifest: dict[str, Any] = {"dataset": key, "available": status["available"]}
     if not status["available"]:
@@ -462,7 +513,10 @@ def prepare_dataset(key: str, params: DatasetParams, raw_dir: str | Path, out_di
                             "columns": int(table.X.shape[1]), **table.info})
     prepare = _prepare_vertical if params.partition == "vertical" else _prepare_horizontal
     with _staging_dir(out_dir) as staging:
-        manifest.update(prepare(table, params, staging, rng=dealing_rng))
+        try:
+            manifest.update(prepare(table, params, staging, rng=dealing_rng))
+        except NormalizationError as exc:
+            raise NormalizationError(f"dataset {key!r}, {exc}") from None
         manifest.update(normalization={"method": params.normalize},
                         seed=_seed_of(rng), params=flat_fields(params))
         write_json(staging / MANIFEST, manifest)
@@ -498,7 +552,13 @@ def _prepare_vertical(table: Table, params: DatasetParams, staging: Path, *,
         # Each party gathers its own block of its own rows, in the aligned order.
         rows = holding.rows[alignment.rows[holding.name]]
         X = table.X[rows, holding.columns]
-        X_train, X_test = normalize(X[~test], X[test])
+        raw_train, raw_test = X[~test], X[test]
+        X_train, X_test = normalize(raw_train, raw_test)
+        columns = table.columns[holding.columns]
+        _check_normalized(params.normalize, raw_train, X_train, alignment.ids[~test], columns,
+                          party=holding.name, train=True)
+        _check_normalized(params.normalize, raw_test, X_test, alignment.ids[test], columns,
+                          party=holding.name, train=False)
         labels = table.y[rows] if holding.name == params.label_holder else None
         party = Party(name=holding.name, columns=table.columns[holding.columns], ids=alignment.ids[~test],
                       X=X_train, y=None if labels is None else labels[~test], test_ids=alignment.ids[test],
@@ -522,6 +582,11 @@ def _prepare_horizontal(table: Table, params: DatasetParams, staging: Path, *,
                                       agents=len(params.parties), rng=rng)
     train_rows = np.concatenate(agent_rows)
     X_train, X_test = HORIZONTAL[params.normalize](table.X[train_rows], table.X[test_rows])
+    pooled = "+".join(params.parties)  # the training rows are normalized together
+    _check_normalized(params.normalize, table.X[train_rows], X_train, table.ids[train_rows], table.columns,
+                      party=pooled, train=True)
+    _check_normalized(params.normalize, table.X[test_rows], X_test, table.ids[test_rows], table.columns,
+                      party=EVALUATOR, train=False)
     # X_train holds the agents' rows one after the other; agent k's are rows starts[k]:ends[k].
     ends = np.cumsum([len(rows) for rows in agent_rows])
     starts = ends - [len(rows) for rows in agent_rows]
@@ -538,6 +603,28 @@ def _prepare_horizontal(table: Table, params: DatasetParams, staging: Path, *,
         "alignment": {"method": "none", "reason": "horizontal data: the agents hold different entities"},
         "split": {"method": "random rows", "train": int(len(train_rows)), "test": int(len(test_rows))},
     }
+
+
+class NormalizationError(ValueError):
+    """Normalization produced a non-finite value, or zeroed a row or column that was not zero."""
+
+
+def _check_normalized(method: str, before: Any, after: Any, ids: np.ndarray, columns: tuple[str, ...], *,
+                      party: str, train: bool) -> None:
+    """Refuse a normalized block with a defect (:func:`ppml.data.normalize.collapse`), naming the
+    party and the row id or column (:func:`prepare_dataset` adds the dataset)."""
+    defect = collapse(before, after, train=train)
+    if defect is None:
+        return
+    kind, index = defect
+    rows = "training" if train else "test"
+    where = (f"column {columns[index]!r}" if kind == "zero column"
+             else f"{rows} row with id {str(ids[index])!r}")
+    problem = {"non-finite row": "a value that is NaN or infinite",
+               "zero row": "only zeros although it had a nonzero value",
+               "zero column": "only zeros over the training rows although it was not constant"}[kind]
+    raise NormalizationError(f"party {party}: {method} normalization left {where} with {problem}; "
+                             f"check the raw data for extreme values")
 
 
 def _write(staging: Path, party: Party, *, rows_before: int, rows_after: int) -> dict[str, Any]:
@@ -557,6 +644,27 @@ def _seed_of(rng: np.random.Generator) -> Any:
     entropy = seed_seq.entropy
     seed = entropy if isinstance(entropy, int) else [int(e) for e in entropy]
     return {"entropy": seed, "spawn_key": list(seed_seq.spawn_key)} if seed_seq.spawn_key else seed
+
+
+def _staging_pattern(out_dir: Path) -> re.Pattern[str]:
+    """Names :func:`_staging_dir` gives its directories for `out_dir` (tempfile's 8 random characters)."""
+    return re.compile(rf"\.{re.escape(out_dir.name)}\.[a-z0-9_]{{8}}\.tmp")
+
+
+def _remove_stale_staging(out_dir: str | Path) -> None:
+    """Remove staging directories of `out_dir` left by a killed run (a run that ends removes its own).
+
+    Only directories named by :func:`_staging_pattern` for this very output directory are touched. DVC
+    never runs one stage twice at once, so such a directory belongs to no live run.
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.parent.is_dir():
+        return
+    pattern = _staging_pattern(out_dir)
+    for entry in out_dir.parent.iterdir():
+        if pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+            log.warning("removing %s, left by an interrupted prepare", entry)
+            shutil.rmtree(entry)
 
 
 @contextmanager

@@ -34,6 +34,10 @@ ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss
 _ADULT_INCOME = {"<=50K": 0, ">50K": 1}
 #: Cell contents that mean "missing" in the CSV tables (cs-training.csv writes ``NA``).
 CSV_MISSING = ("", "NA", "NaN", "nan")
+#: Default cell contents (surrounding spaces removed) that mean "missing" in a user's CSV file.
+USER_MISSING = ("", "NA", "N/A", "NaN", "nan", "?", "NULL")
+#: What :func:`read_user_csv` does with a label that is neither the positive nor the negative one.
+OTHER_LABELS = ("error", "negative")
 
 
 class DataFormatError(ValueError):
@@ -251,69 +255,134 @@ def read_csv_table(path: str | Path, *, id_column: str, label_column: str | None
     return ids, pd.DataFrame(features, columns=list(features)), labels
 
 
-def read_user_csv(path: str | Path, *, label_column: str, positive_label: str,
-                  id_column: str | None = None) -> tuple[np.ndarray, pd.DataFrame, np.ndarray]:
+def read_user_csv(path: str | Path, *, label_column: str, positive_label: str, id_column: str | None = None,
+                  negative_label: str | None = None, other_labels: str = "error",
+                  categorical: Sequence[str] = (), missing_values: Sequence[str] = USER_MISSING,
+                  ) -> tuple[np.ndarray, pd.DataFrame, np.ndarray, dict[str, int]]:
     """Read a CSV table a user supplies (``source: user``), e.g. an IPUMS extract, with mixed column types.
 
     Parameters
     ----------
     path : path
-        A CSV file whose first line names the columns.
+        A CSV file whose first line names the columns (a UTF-8 byte order mark is ignored).
     label_column : str
         Header of the label column.
     positive_label : str
-        The label (as written, surrounding spaces ignored) that counts as 1; every other label counts as 0.
+        The label (as written, surrounding spaces ignored) that counts as 1.
     id_column : str, optional
         Header of the entity id column; without one, the data rows are numbered ``row-1``, ... (zero-padded,
         see :func:`row_ids`).
+    negative_label : str, optional
+        The label that counts as 0. Without it, the file must hold exactly two distinct labels (unless
+        `other_labels` is ``"negative"``).
+    other_labels : {"error", "negative"}
+        What a label other than the positive and negative ones is: an error, or a 0.
+    categorical : sequence of str
+        Columns whose cells are categories even if they look like numbers (IPUMS' numeric codes): kept as
+        strings. Any other column must be all numbers or all text (missing cells aside).
+    missing_values : sequence of str
+        Cell contents (surrounding spaces removed) that mean "missing".
 
     Returns
     -------
     ids : ndarray of str
         The ids, in file order.
     features : pandas.DataFrame
-        Every other column in file order, named by its header: float64 when every present cell is a number,
-        else the cells as strings (surrounding spaces removed). Missing cells (:data:`CSV_MISSING`) are NaN
-        in both; the caller decides what to do with such rows and how to encode the strings.
+        Every other column in file order, named by its header: float64 when every present cell is a number
+        (and the column is not `categorical`), else the cells as strings (surrounding spaces removed).
+        Missing cells are NaN in both; the caller decides what to do with such rows and how to encode the
+        strings.
     labels : ndarray of int8 in {0, 1}
+    label_counts : dict
+        Number of rows of every label as written (spaces removed), in order of first appearance.
 
     Raises
     ------
     DataFormatError
-        A repeated name in the header or a missing label or id column, a row with the wrong number of fields
-        (or an empty line), an empty or duplicate id, a missing label, labels of one class only (which
-        usually means a mistyped `positive_label`), or an infinite number.
+        A repeated name in the header or a missing label, id or categorical column, a row with the wrong
+        number of fields (or an empty line), an empty or duplicate id, a missing label, labels of one class
+        only (which usually means a mistyped `positive_label`), a label other than the two allowed (or a
+        third distinct one), a label numerically equal to `positive_label` but written differently
+        (`` 1.0`` for ``1``), an infinite number, or a column mixing numbers and text that is not declared
+        `categorical`.
     """
     path = Path(path)
-    header, table, line_numbers = _csv_table(path, (id_column, label_column))
+    if other_labels not in OTHER_LABELS:
+        raise ValueError(f"other_labels must be one of {list(OTHER_LABELS)}, got {other_labels!r}")
+    header, table, line_numbers = _csv_table(path, (id_column, label_column, *categorical))
     if id_column is None:
         ids = row_ids("row", len(table))
     else:
         ids = _unique_ids(path, table[:, header.index(id_column)], id_column, line_numbers)
 
     cells = pd.Series(table[:, header.index(label_column)], dtype=object).str.strip()
-    _first_error(path, cells.isin(CSV_MISSING).to_numpy(), line_numbers, cells,
+    _first_error(path, cells.isin(missing_values).to_numpy(), line_numbers, cells,
                  f"missing label in column {label_column!r}")
-    labels = (cells == positive_label).to_numpy().astype(np.int8)
-    if labels.min() == labels.max():
-        found = ", ".join(repr(label) for label in cells.unique()[:5])
-        relation = "equal to" if labels[0] else "different from"
-        raise DataFormatError(path, 1, f"every label in column {label_column!r} is {relation} the positive "
-                                       f"label (labels found: {found}); both classes are needed",
-                              positive_label)
+    labels = _binary_labels(path, cells, line_numbers, column=label_column, positive=positive_label,
+                            negative=negative_label, other=other_labels)
+    counts = {str(label): int(count) for label, count in cells.value_counts(sort=False).items()}
 
     features = {}
     for j, name in enumerate(header):
         if name in (id_column, label_column):
             continue
         cells = pd.Series(table[:, j], dtype=object).str.strip()
-        missing = cells.isin(CSV_MISSING).to_numpy()
+        missing = cells.isin(missing_values).to_numpy()
+        if name in categorical:
+            features[name] = cells.mask(missing)
+            continue
         numbers = pd.to_numeric(cells.mask(missing), errors="coerce").to_numpy(np.float64)
-        if np.isnan(numbers[~missing]).any():
+        text = np.isnan(numbers) & ~missing
+        if text.any() and not text[~missing].all():
+            # Numbers and text mixed: name the first cell of the minority kind.
+            stray = text if text.sum() * 2 <= (~missing).sum() else ~missing & ~text
+            kind = "not a number in numeric" if stray is text else "a number in text"
+            _first_error(path, stray, line_numbers, cells,
+                         f"{kind} column {name!r} ({int((~text & ~missing).sum())} of "
+                         f"{int((~missing).sum())} "
+                         f"present cells are numbers; declare the column in categorical if it is one, or "
+                         f"list the token in missing_values if it means missing)")
+        if text.any():
             features[name] = cells.mask(missing)
         else:
             features[name] = _numeric(path, name, cells, missing, line_numbers)  # refuses infinities
-    return ids, pd.DataFrame(features, columns=list(features)), labels
+    return ids, pd.DataFrame(features, columns=list(features)), labels, counts
+
+
+def _binary_labels(path: Path, cells: pd.Series, line_numbers: np.ndarray, *, column: str, positive: str,
+                   negative: str | None, other: str) -> np.ndarray:
+    """Labels (stripped cells) as int8 0/1, refusing anything the rules of :func:`read_user_csv` forbid."""
+    values = cells.to_numpy(dtype=object)
+    try:
+        as_number = float(positive)
+    except ValueError:
+        as_number = None
+    if as_number is not None:
+        numbers = pd.to_numeric(cells, errors="coerce").to_numpy(np.float64)
+        _first_error(path, (numbers == as_number) & (values != positive), line_numbers, values,
+                     f"label in column {column!r} equals the positive label {positive!r} as a number but is "
+                     f"written differently")
+    labels = (values == positive).astype(np.int8)
+    if labels.min() == labels.max():
+        found = ", ".join(repr(label) for label in cells.unique()[:5])
+        relation = "equal to" if labels[0] else "different from"
+        raise DataFormatError(path, 1, f"every label in column {column!r} is {relation} the positive "
+                                       f"label (labels found: {found}); both classes are needed", positive)
+    if negative is not None:
+        if not (values == negative).any():
+            raise DataFormatError(path, 1, f"no label in column {column!r} is the negative label", negative)
+        if other == "error":
+            _first_error(path, (values != positive) & (values != negative), line_numbers, values,
+                         f"label in column {column!r} is neither the positive label {positive!r} nor the "
+                         f"negative label {negative!r}")
+    elif other == "error":
+        distinct = cells.unique()
+        if len(distinct) > 2:
+            _first_error(path, values == distinct[2], line_numbers, values,
+                         f"a third distinct label in column {column!r} (first two: "
+                         f"{', '.join(repr(v) for v in distinct[:2])}); give negative_label, or "
+                         f"other_labels: negative to count every label but {positive!r} as 0")
+    return labels
 
 
 def read_dense_matrix(path: str | Path, *, n_features: int) -> np.ndarray:
@@ -452,7 +521,7 @@ def _unique_ids(path: Path, cells: np.ndarray, name: str, line_numbers: np.ndarr
 def _read_text(path: Path) -> str:
     raw = path.read_bytes()
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix("\ufeff")  # a byte order mark is no part of the first field
     except UnicodeDecodeError as exc:
         raise DataFormatError(path, raw.count(b"\n", 0, exc.start) + 1, "not UTF-8 text",
                               raw[exc.start:exc.end]) from None

@@ -20,7 +20,8 @@ from ppml.data.readers import DataFormatError, read_user_csv
 ROOT = Path(__file__).resolve().parents[3]
 
 USER = {"required": True, "source": "user", "reader": "user_csv", "path": "data/user/mine.csv",
-        "label_column": "income", "positive_label": "1", "id_column": "serial", "partition": "horizontal",
+        "label_column": "income", "positive_label": "1", "id_column": "serial", "other_labels": "negative",
+        "partition": "horizontal",
         "parties": ["agent1", "agent2", "agent3"], "train_rows": 12, "normalize": "max_abs_rows"}
 #: The one-hot columns of :func:`user_table`: numeric ones in file order, then each categorical column's
 #: levels in sorted order ('WA' is only on a record with a missing value, so it is no level).
@@ -67,7 +68,9 @@ def write(path, text):
 
 def test_reader_types_columns_and_labels_by_their_cells(tmp_path):
     path = write(tmp_path / "u.csv", "id,age,job,y\n a,30, Sales ,yes\nb,NA,Tech,no\nc,41.5,,maybe\n")
-    ids, features, labels = read_user_csv(path, label_column="y", positive_label="yes", id_column="id")
+    ids, features, labels, counts = read_user_csv(path, label_column="y", positive_label="yes",
+                                                  id_column="id", other_labels="negative")
+    assert counts == {"yes": 1, "no": 1, "maybe": 1}
     assert list(ids) == [" a", "b", "c"]  # ids are taken as written
     assert list(features.columns) == ["age", "job"]
     assert features["age"].dtype == np.float64
@@ -78,8 +81,8 @@ def test_reader_types_columns_and_labels_by_their_cells(tmp_path):
 
 def test_rows_are_numbered_without_an_id_column(tmp_path):
     rows = "".join(f"{k},{k % 2}\n" for k in range(12))
-    ids, features, labels = read_user_csv(write(tmp_path / "u.csv", "x,y\n" + rows), label_column="y",
-                                          positive_label="1")
+    ids, features, labels, _ = read_user_csv(write(tmp_path / "u.csv", "x,y\n" + rows), label_column="y",
+                                             positive_label="1")
     assert ids[0] == "row-01" and ids[-1] == "row-12" and list(features.columns) == ["x"]
     assert labels.tolist() == [k % 2 for k in range(12)]
 
@@ -92,7 +95,8 @@ def test_rows_are_numbered_without_an_id_column(tmp_path):
     ("a,y\n1,1\n2,0\n3,NA\n", None, 4, "NA", "missing label in column 'y'"),
     ("id,a,y\n7,1,1\n8,2,0\n7,3,0\n", "id", 4, "7", r"duplicate id \(first on line 2\)"),
     ("a,y\n1,1\ninf,0\n", None, 3, "inf", "infinite value in column 'a'"),
-    ("a,y\n1,1.0\n2,0.0\n", None, 1, "1", "is different from the positive label .*'1.0', '0.0'"),
+    ("a,y\n1,2\n2,0\n", None, 1, "1", "is different from the positive label .*'2', '0'"),
+    ("a,y\n1,1.0\n2,0.0\n", None, 2, "1.0", "equals the positive label '1' as a number but is written"),
 ])
 def test_reader_errors_name_file_line_and_value(tmp_path, text, id_column, line, value, problem):
     path = write(tmp_path / "u.csv", text)
@@ -221,7 +225,8 @@ def test_user_csv_prepared_as_horizontal_data_for_three_agents(tmp_path):
     manifest = prepare_dataset("mine", params(USER), downloaded(tmp_path, text), tmp_path / "prepared",
                                rng=np.random.default_rng(7))
     assert manifest["source"] == {"source": "user", "reader": "user_csv", "rows": 18, "columns": 7,
-                                  "records": 20, "dropped_missing": 2, "one_hot": ["state", "sex"]}
+                                  "records": 20, "dropped_missing": 2, "one_hot": ["state", "sex"],
+                                  "label_counts": {"2": 5, "0": 10, "1": 5}}
     _, agents, evaluator = load_prepared(tmp_path / "prepared")
     assert [a.name for a in agents] == ["agent1", "agent2", "agent3"]
     assert [a.n_samples for a in agents] == [4, 4, 4] and evaluator.n_samples == 6
