@@ -13,9 +13,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from ppml.config import ParamError, load_params, section  # noqa: E402
-from ppml.io import read_json, write_json  # noqa: E402
-from ppml.report.base import ReportOutput, load_runs  # noqa: E402
+from ppml.config import ParamError, all_experiments, load_params  # noqa: E402
+from ppml.io import staged_outputs, write_json  # noqa: E402
+from ppml.report.base import ReportInputError, ReportOutput, load_runs, read_privacy  # noqa: E402
 from ppml.report.claims import build_all, claims_markdown, summary_metrics  # noqa: E402
 
 
@@ -28,16 +28,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        experiments = section(load_params(args.params), "experiments")
+        experiments = {name: block for name, (_, block) in all_experiments(load_params(args.params)).items()}
     except ParamError as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
-    runs = load_runs(args.runs, experiments, read_json(args.privacy))
-    out = ReportOutput(args.out)
-    claims = build_all(runs, out)
-    write_json(f"{args.out}/claims.json", [c.to_dict() for c in claims])
-    out.text("claims.md", claims_markdown(claims))
-    write_json(f"{args.out}/metrics/claims.json", summary_metrics(claims))
+    # Everything is built beside the outputs and swapped in only at the end: a failure (or a kill) midway
+    # leaves the previous outputs as they were, never a mix of old and new.
+    try:
+        with staged_outputs(args.out, dirs=("tables", "plots"), prefix=".report-staging-",
+                            files=("claims.json", "claims.md", "metrics/claims.json")) as new:
+            runs = load_runs(args.runs, experiments, read_privacy(args.privacy))
+            out = ReportOutput(args.out, dest=new)
+            claims = build_all(runs, out)
+            write_json(new / "claims.json", [c.to_dict() for c in claims])
+            out.text("claims.md", claims_markdown(claims))
+            write_json(new / "metrics" / "claims.json", summary_metrics(claims))
+    except ReportInputError as exc:
+        print(f"report: {exc}", file=sys.stderr)
+        return 2
     logging.info("report: %s", summary_metrics(claims))
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -132,3 +133,58 @@ def load_party(path: str | Path) -> Party:
         X_test=_get_matrix(arrays, "X_test"),
         y_test=arrays.get("y_test"),
     )
+
+
+_READY = "READY"  # written into a staging directory once its build is complete; then it is swapped in
+
+
+@contextmanager
+def staged_outputs(root: str | Path, *, dirs: tuple[str, ...] = (), files: tuple[str, ...] = (),
+                   prefix: str) -> Iterator[Path]:
+    """Build a stage's outputs in a temporary directory beside them, then swap them all in at the end.
+
+    `dirs` and `files` are the stage's outputs, relative to `root`. The block writes each at the same relative
+    path under the yielded directory (the `dirs` already exist there). When the block succeeds, every output
+    is replaced by its new version, each by a rename (directories: the old one is renamed away, the new one
+    renamed in); when it raises, nothing under `root` changes and the temporary directory is removed.
+
+    The temporary directory is ``root/<prefix>XXXX`` (same filesystem, so renames never copy). Leftovers
+    of a killed earlier run are dealt with first: one killed while building is removed; one killed while
+    swapping (its build was complete) has its swap finished, so the outputs are never left half old, half new.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    outputs = tuple(dirs) + tuple(files)
+    for leftover in sorted(root.glob(f"{prefix}*")):
+        if not leftover.is_dir():
+            continue
+        if (leftover / _READY).exists():
+            _swap_in(root, leftover, outputs)
+        shutil.rmtree(leftover)
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    try:
+        new = staging / "new"
+        for d in dirs:
+            (new / d).mkdir(parents=True, exist_ok=True)
+        yield new
+        absent = [rel for rel in outputs if not (new / rel).exists()]
+        if absent:
+            raise FileNotFoundError(f"{root}: outputs not written: {', '.join(absent)}")
+        (staging / _READY).touch()
+        _swap_in(root, staging, outputs)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(root: Path, staging: Path, outputs: tuple[str, ...]) -> None:
+    # Idempotent, so that a swap cut short by a kill can be finished later: an output whose new version is
+    # gone from staging/new has been swapped in; otherwise the current one is first moved to staging/old.
+    for rel in outputs:
+        new, old, final = staging / "new" / rel, staging / "old" / rel, root / rel
+        if not new.exists():
+            continue
+        if final.exists() and not old.exists():
+            old.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(final, old)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(new, final)

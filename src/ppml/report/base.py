@@ -103,17 +103,23 @@ def _same(a: Any, b: Any) -> bool:
 
 
 class ReportOutput:
-    """Where a paper module puts tables (markdown), plot data (DVC plots CSV) and figures (PNG)."""
+    """Where a paper module puts tables (markdown), plot data (DVC plots CSV) and figures (PNG).
 
-    def __init__(self, root: str | Path) -> None:
+    ``root`` is the report directory, where inputs such as ``published/`` are read; files are written under
+    ``dest``, which is ``root`` unless the stage builds its outputs in a staging directory and swaps them in
+    at the end (see :func:`ppml.io.staged_outputs`).
+    """
+
+    def __init__(self, root: str | Path, *, dest: str | Path | None = None) -> None:
         self.root = Path(root)
-        self.tables_dir = self.root / "tables"
-        self.plots_dir = self.root / "plots"
+        self.dest = self.root if dest is None else Path(dest)
+        self.tables_dir = self.dest / "tables"
+        self.plots_dir = self.dest / "plots"
         self.written: list[Path] = []
 
     def text(self, relpath: str, text: str) -> Path:
-        """Write a text file under the report root."""
-        path = self.root / relpath
+        """Write a text file under the report's output directory."""
+        path = self.dest / relpath
         with atomic_path(path) as tmp:
             tmp.write_text(text.rstrip() + "\n")
         self.written.append(path)
@@ -163,9 +169,48 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+class ReportInputError(ValueError):
+    """A report input (metrics, history or privacy file) is unreadable or malformed; the message names it."""
+
+
+def read_object(path: str | Path) -> dict[str, Any]:
+    """A JSON object from `path`; any problem is a one-line :class:`ReportInputError` naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportInputError(f"{path}: not found (run the stage that writes it first)") from None
+    except OSError as exc:
+        raise ReportInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ReportInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise ReportInputError(f"{path}: not valid JSON ({exc.msg} at {where})") from None
+    if not isinstance(data, dict):
+        raise ReportInputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def read_privacy(path: str | Path) -> dict[str, Any]:
+    """The account stage's privacy.json, checked: ``runs`` is a list of objects, each with a name."""
+    privacy = read_object(path)
+    entries = privacy.get("runs", [])
+    if not isinstance(entries, list):
+        raise ReportInputError(f"{path}: 'runs' must be a list, got {type(entries).__name__}")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ReportInputError(f"{path}: runs[{i}] must be an object with a string 'name'")
+    return privacy
+
+
 def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
               privacy: dict[str, Any] | None = None) -> Runs:
-    """Read reports/runs/<name>/{metrics,history}.json for every experiment in params."""
+    """Read reports/runs/<name>/{metrics,history}.json for every experiment in params.
+
+    A file that cannot be read or parsed, or a metrics.json whose ``experiment`` is not its run directory's
+    name, raises :class:`ReportInputError` naming the file.
+    """
     runs_dir = Path(runs_dir)
     by_name = {r["name"]: r for r in (privacy or {}).get("runs", [])}
     out = []
@@ -175,8 +220,12 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
             metrics = {**block, "experiment": name, "status": f"not run: train@{name} has not run yet"}
             out.append(Run(name=name, params=dict(block), metrics=metrics))
             continue
-        metrics = json.loads(metrics_path.read_text())
+        metrics = read_object(metrics_path)
+        if metrics.get("experiment") != name:
+            raise ReportInputError(f"{metrics_path}: experiment is {metrics.get('experiment')!r} but the run "
+                                   f"directory is {name!r}")
         hist_path = runs_dir / name / "history.json"
-        history = json.loads(hist_path.read_text()) if hist_path.exists() else {}
-        out.append(Run(name=name, params=dict(block), metrics=metrics, history=history, privacy=by_name.get(name)))
+        history = read_object(hist_path) if hist_path.exists() else {}
+        out.append(Run(name=name, params=dict(block), metrics=metrics, history=history,
+                       privacy=by_name.get(name)))
     return Runs(out)
