@@ -11,7 +11,7 @@ import sys
 
 from threadpoolctl import threadpool_limits
 
-from ppml.config import ParamError, load_params, section
+from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.experiment import run
 from ppml.io import write_json
 
@@ -27,12 +27,15 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         params = load_params(args.params)
-        block = section(params, f"experiments.{args.experiment}")
+        experiments = all_experiments(params)
+        if args.experiment not in experiments:
+            raise ParamError(f"params: no experiment {args.experiment!r} in any of the experiment sections")
+        where, block = experiments[args.experiment]
         seed = section(params, "seed")
         # One BLAS thread: the algorithms' matrix products are small enough that threads only contend on a
         # 2-core machine, and a fixed thread count keeps floating-point results repeatable run to run.
         with threadpool_limits(limits=1):
-            outputs = run(args.experiment, block, args.data, seed=seed)
+            outputs = run(args.experiment, block, args.data, seed=seed, section=where)
     except (ParamError, FileNotFoundError) as exc:
         print(f"train@{args.experiment}: {exc}", file=sys.stderr)
         return 2

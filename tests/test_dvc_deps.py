@@ -22,6 +22,8 @@ IMPORTS = {
     "download": ["stages/download.py"],
     "prepare": ["stages/prepare.py"],
     "train": ["stages/train.py"] + [f"-m{m}" for m in sorted(set(ALGORITHMS.values()))],
+    "train_encrypted": ["stages/train.py", "-mppml.algorithms.paillier_sgd", "-mppml.algorithms.paillier_sqn",
+                        "-mppml.data.prepared"],
 }
 
 

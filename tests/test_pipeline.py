@@ -22,6 +22,11 @@ PARAMS = {
             "split": [4, 3, 3], "label_holder": "party1", "normalize": "zscore_block_rows", "alignment": "psi",
             "private_fraction": 0.02, "test_fraction": 0.25, "required": True,
         },
+        "tiny_gh": {  # two parties, for the Paillier protocols' stage group
+            "source": "synthetic", "n": 200, "partition": "vertical", "parties": ["guest", "host"],
+            "split": [5, 5], "label_holder": "guest", "normalize": "zscore_block_rows", "alignment": "plain",
+            "private_fraction": 0.0, "test_fraction": 0.25, "required": True,
+        },
         "gisette": {  # optional and absent from the (empty) mirror
             "required": False, "reader": "nips2003", "partition": "vertical", "parties": ["party1", "party2"],
             "split": [2500, 2500], "label_holder": "party1", "normalize": "zscore_block_rows", "alignment": "plain",
@@ -32,6 +37,10 @@ PARAMS = {
         "centralized-tiny": {"algorithm": "centralized", "dataset": "tiny", "lam": 0.01},
         "local-tiny": {"algorithm": "local", "dataset": "tiny", "lam": 0.01},
         "centralized-gisette": {"algorithm": "centralized", "dataset": "gisette", "lam": 0.01},
+    },
+    "encrypted_experiments": {
+        "paillier_sgd-tiny_gh": {"algorithm": "paillier_sgd", "dataset": "tiny_gh", "encrypted": False,
+                                 "key_bits": 1024, "batch_size": 50, "max_epochs": 2},
     },
 }
 
@@ -76,10 +85,15 @@ def test_repro_runs_every_stage(pipeline):
         assert key in metrics, key
     assert metrics["algorithm"] == "centralized" and local["algorithm"] == "local"
     assert metrics["train_objective"] < local["train_objective"]
-    assert json.loads((repo / "reports/privacy.json").read_text()) == {"runs": [], "missing": []}
+    privacy = json.loads((repo / "reports/privacy.json").read_text())
+    assert privacy["missing"] == [] and [r["name"] for r in privacy["runs"]] == ["paillier_sgd-tiny_gh"]
+    assert privacy["runs"][0]["status"] == "no differential privacy: this run adds no noise"
     claims = json.loads((repo / "reports/claims.json").read_text())
     assert any(c["id"] == "baselines-tiny-collaboration-helps" for c in claims)
     assert (repo / "reports/claims.md").exists() and (repo / "reports/tables/baselines.md").exists()
+    encrypted = json.loads((repo / "reports/runs/paillier_sgd-tiny_gh/metrics.json").read_text())
+    assert encrypted["status"] == "ok" and encrypted["scheme"] == "plaintext"
+    assert "Running stage 'train_encrypted@paillier_sgd-tiny_gh'" in first.stdout
 
 
 def test_optional_dataset_unavailable_downstream(pipeline):

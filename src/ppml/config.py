@@ -54,6 +54,28 @@ def section(params: Mapping[str, Any], path: str) -> Any:
     return node
 
 
+#: the sections of params.yaml that hold experiments: ``encrypted_experiments`` are the Paillier protocols,
+#: whose train stages depend only on the code those protocols run (so an edit elsewhere does not re-run an
+#: hour of 2048-bit encryption); every other experiment is in ``experiments``
+EXPERIMENT_SECTIONS = ("experiments", "encrypted_experiments")
+
+
+def all_experiments(params: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Every experiment of params.yaml as ``name -> (section, block)``; a name in two sections is an error."""
+    out: dict[str, tuple[str, Any]] = {}
+    for key in EXPERIMENT_SECTIONS:
+        blocks = params.get(key) or {}
+        if not isinstance(blocks, Mapping):
+            raise ParamError(f"params: {key} must be a mapping of experiment names to blocks, got {blocks!r:.80}")
+        for name, block in blocks.items():
+            if name in out:
+                raise ParamError(f"params: experiment {name!r} is in both {out[name][0]} and {key}")
+            out[name] = (key, block)
+    if not out:
+        raise ParamError(f"params: no experiments (sections {', '.join(EXPERIMENT_SECTIONS)})")
+    return out
+
+
 def check(path: str, value: Any, *, gt: float | None = None, ge: float | None = None,
           lt: float | None = None, le: float | None = None, choices: typing.Iterable[Any] | None = None) -> Any:
     """Range and choice checks with messages naming the key path."""
@@ -62,8 +84,8 @@ def check(path: str, value: Any, *, gt: float | None = None, ge: float | None = 
         if value not in choices:
             fail(path, f"must be one of {choices}, got {value!r}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if isinstance(value, float) and math.isnan(value):
-            fail(path, "must be a number, got nan")
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(path, f"must be a finite number, got {value!r}")
         if gt is not None and not value > gt:
             fail(path, f"must be > {gt}, got {value!r}")
         if ge is not None and not value >= ge:
@@ -120,7 +142,13 @@ def _coerce(path: str, value: Any, annotation: Any) -> Any:
                 fail(path, f"must be a number, got {value!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             fail(path, f"must be a number, got {value!r}")
-        return float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            fail(path, f"must be a finite number, got {value!r}")
+        if not math.isfinite(value):  # .inf / nan in YAML: no parameter here means anything by them
+            fail(path, f"must be a finite number, got {value!r}")
+        return value
     if annotation is str:
         if not isinstance(value, str):
             fail(path, f"must be a string, got {value!r}")

@@ -13,20 +13,27 @@ from ppml.algorithms import get_algorithm, make_network
 from ppml.config import ParamError, build, check, flat_fields
 from ppml.history import History
 from ppml.io import read_json
+from ppml.privacy.noise import NOISE_SOURCES, run_generator
 
 log = logging.getLogger(__name__)
 
 #: keys of an experiment block that the stage reads itself (the rest are the algorithm's parameters)
-STAGE_KEYS = ("algorithm", "dataset", "seeds", "description")
+STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "allow_large_delta")
+
+#: the algorithms allowed in each section whose train stages list only some of the library (dvc.yaml)
+SECTION_ALGORITHMS = {"encrypted_experiments": ("paillier_sgd", "paillier_sqn")}
+
+#: parameters that are a differential-privacy delta, checked against the records they protect
+DELTA_KEYS = ("delta", "delta_i1")
 
 #: final metrics aggregated over seeds as <key>_mean / <key>_std (and <key> = mean)
 AGGREGATED = ("train_objective", "train_logloss", "train_error", "test_logloss", "test_auc", "test_error",
               "test_accuracy", "epochs", "seconds")
 
 
-def experiment_params(name: str, block: Any) -> tuple[Any, Any, int]:
-    """(module, validated Params, number of seeds) of experiment `name`."""
-    path = f"experiments.{name}"
+def experiment_params(name: str, block: Any, *, section: str = "experiments") -> tuple[Any, Any, int]:
+    """(module, validated Params, number of seeds) of experiment `name`; the stage keys are checked too."""
+    path = f"{section}.{name}"
     if "." in name:
         raise ParamError(f"{path}: experiment names must not contain '.' (DVC reads it as a key separator); "
                          f"write {name.replace('.', '_')!r}")
@@ -35,6 +42,10 @@ def experiment_params(name: str, block: Any) -> tuple[Any, Any, int]:
     for key in ("algorithm", "dataset"):
         if key not in block:
             raise ParamError(f"{path}.{key} is required")
+    allowed = SECTION_ALGORITHMS.get(section)
+    if allowed is not None and block["algorithm"] not in allowed:
+        raise ParamError(f"{path}.algorithm must be one of {list(allowed)} in {section} (its train stages depend "
+                         f"only on their code), got {block['algorithm']!r}; put the experiment in experiments")
     try:
         module = get_algorithm(block["algorithm"])
     except KeyError as exc:
@@ -43,8 +54,31 @@ def experiment_params(name: str, block: Any) -> tuple[Any, Any, int]:
     if isinstance(seeds, bool) or not isinstance(seeds, int):
         raise ParamError(f"{path}.seeds must be an integer, got {seeds!r}")
     check(f"{path}.seeds", seeds, ge=1)
+    source = check(f"{path}.noise_source", block.get("noise_source", "seeded"), choices=NOISE_SOURCES)
+    if source == "os" and not getattr(module, "DP_NOISE", False):
+        raise ParamError(f"{path}.noise_source: 'os' has nothing to draw: algorithm {block['algorithm']!r} adds "
+                         "no differential-privacy noise")
+    if not isinstance(block.get("allow_large_delta", False), bool):
+        raise ParamError(f"{path}.allow_large_delta must be true or false, got {block['allow_large_delta']!r}")
     params = build(module.Params, block, path, ignore=STAGE_KEYS)
     return module, params, seeds
+
+
+def check_delta(path: str, block: dict, params: Any, parties: list) -> None:
+    """Refuse a delta that is not below 1/n, n the records one party's guarantee protects.
+
+    Each party's data is the dataset its guarantee is about (a vertical party holds every row's features; a
+    horizontal agent its own rows), so n is the largest party's row count. A delta of 1/n or more allows
+    mechanisms that publish a record outright; ``allow_large_delta: true`` in the block accepts it anyway.
+    """
+    if block.get("allow_large_delta", False) or not parties:
+        return
+    n = max(p.n_samples for p in parties)
+    for key in DELTA_KEYS:
+        value = getattr(params, key, None)
+        if value is not None and value >= 1.0 / n:
+            raise ParamError(f"{path}.{key} must be below 1/n = {1.0 / n:.3g} (n = {n} records per "
+                             f"party), got {value!r}; set allow_large_delta: true to accept it")
 
 
 def unavailable_metrics(name: str, block: dict, params: Any, reason: str) -> dict[str, Any]:
@@ -52,15 +86,17 @@ def unavailable_metrics(name: str, block: dict, params: Any, reason: str) -> dic
             "status": f"not run: data unavailable ({reason})", **flat_fields(params)}
 
 
-def run(name: str, block: dict, data_dir: str | Path, *, seed: int) -> dict[str, Any]:
-    """Run experiment `name` on the prepared data in `data_dir`.
+def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str = "experiments"
+        ) -> dict[str, Any]:
+    """Run experiment `name` (of params.yaml's `section`) on the prepared data in `data_dir`.
 
     Returns ``{"metrics", "history", "ledger", "comm"}`` ready to be written as JSON. A dataset marked
     unavailable gives metrics with ``status: "not run: data unavailable"`` and empty other parts.
     """
     from ppml.data.prepared import DataUnavailable, load_prepared
 
-    module, params, seeds = experiment_params(name, block)
+    module, params, seeds = experiment_params(name, block, section=section)
+    path = f"{section}.{name}"
     manifest = read_json(Path(data_dir) / "manifest.json")
     if not manifest.get("available", True):
         reason = manifest.get("reason", "see the download stage")
@@ -73,19 +109,29 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int) -> dict[str,
         return {"metrics": unavailable_metrics(name, block, params, str(exc)), "history": {"runs": []},
                 "ledger": {"runs": []}, "comm": {"runs": []}}
 
+    check_delta(path, block, params, parties)
+    noise_source = block.get("noise_source", "seeded")
     histories: list[History] = []
     seconds: list[float] = []
     for s in range(seeds):
-        rng = np.random.default_rng([seed, s])
-        network = make_network(module, parties, params, rng=rng)
+        rng = run_generator(noise_source, [seed, s])
         log.info("%s: seed %d/%d, %s on %s", name, s + 1, seeds, block["algorithm"], block["dataset"])
         start = time.perf_counter()
-        history = module.fit(parties, network, params, rng=rng, evaluation=evaluation)
+        try:
+            network = make_network(module, parties, params, rng=rng)
+            history = module.fit(parties, network, params, rng=rng, evaluation=evaluation)
+        except ParamError as exc:  # a parameter that does not fit the data: name it by its key path
+            message = str(exc)
+            raise ParamError(message if message.startswith(f"{path}.") else f"{path}.{message}") from None
         seconds.append(time.perf_counter() - start)
         history.comm = network.summary()
+        if getattr(module, "DP_NOISE", False):
+            history.ledger.noise_source = noise_source
         histories.append(history)
 
     metrics = summarize(name, block, params, histories, seconds)
+    if getattr(module, "DP_NOISE", False):
+        metrics["noise_source"] = noise_source
     return {
         "metrics": metrics,
         "history": {"runs": [h.to_dict() for h in histories]},

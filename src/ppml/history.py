@@ -40,6 +40,8 @@ class PrivacyLedger:
         The budget the run was calibrated to, if any.
     notes : list of str
         Choices that affect the accounting (calibration rule, budget split, ...), in words.
+    noise_source : {"seeded", "os"} or None
+        Where the run's noise came from (:mod:`ppml.privacy.noise`); None for algorithms that add none.
     """
 
     events: list[PrivacyEvent] = field(default_factory=list)
@@ -48,6 +50,7 @@ class PrivacyLedger:
     target_epsilon: float | None = None
     delta: float | None = None
     notes: list[str] = field(default_factory=list)
+    noise_source: str | None = None
 
     def spend(self, event: PrivacyEvent) -> None:
         self.events.append(event)
@@ -60,6 +63,7 @@ class PrivacyLedger:
             "paper_bound": self.paper_bound,
             "notes": list(self.notes),
             "events": [e.to_dict() for e in self.events],
+            **({} if self.noise_source is None else {"noise_source": self.noise_source}),
         }
 
 

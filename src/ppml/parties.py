@@ -15,6 +15,8 @@ from typing import Union
 import numpy as np
 import scipy.sparse as sp
 
+from ppml.config import ParamError
+
 Matrix = Union[np.ndarray, sp.csr_array, sp.csr_matrix]
 
 
@@ -86,5 +88,5 @@ def label_holder(parties: list[Party]) -> Party:
     holders = [p for p in parties if p.is_label_holder]
     if len(holders) != 1:
         names = [p.name for p in holders]
-        raise ValueError(f"expected exactly one label holder among parties, found {names}")
+        raise ParamError(f"dataset must give labels to exactly one party, found label holders {names}")
     return holders[0]

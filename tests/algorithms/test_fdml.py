@@ -266,6 +266,6 @@ def test_parameter_errors_name_the_key():
     parties = _parties()
     with pytest.raises(ParamError, match="speeds has 2 entries but the run has 3 workers"):
         _fit(parties, _params(speeds=[1, 2], epochs=1))
-    with pytest.raises(ValueError, match="no horizontal evaluation party"):
+    with pytest.raises(ValueError, match="horizontal evaluation party"):
         fdml.fit(parties, make_network(fdml, parties, _params(), rng=None), _params(),
                  rng=np.random.default_rng(0), evaluation=parties[0])

@@ -41,7 +41,9 @@ def test_certified_run_gets_paper_and_tight_bounds():
                                                             "delta_prime": 1e-5}}
     entry = account_run("a", {"algorithm": "admm_sharing"},
                         _ledger(certified=True, events=events, paper_bound=bound, seeds=2))
-    assert entry["status"] == "certified" and entry["seeds"] == 2
+    assert entry["status"] == ("certified; noise reproducible from the public seed: a research comparison, "
+                               "not a release") and entry["seeds"] == 2
+    assert entry["certified"] is True and entry["noise_source"] == "seeded"
     tight, paper = entry["tight"]["epsilon"], entry["paper"]["epsilon"]
     assert math.isfinite(tight) and 0 < tight < paper
     assert entry["noise"] == {"releases": {"gaussian": 20}, "sigma_min": 5.0, "sigma_max": 8.0}
@@ -51,3 +53,11 @@ def test_certified_without_delta_is_an_error():
     with pytest.raises(ValueError, match="without delta"):
         account_run("a", {}, _ledger(certified=True, delta=None,
                                      events=[GaussianEvent(sigma=1.0, sensitivity=1.0)]))
+
+
+def test_os_noise_certificate_says_so():
+    led = PrivacyLedger(events=[GaussianEvent(sigma=5.0, sensitivity=1.0, count=10, party="p1")],
+                        certified=True, delta=1e-5, noise_source="os")
+    entry = account_run("a", {"algorithm": "admm_sharing"}, {"runs": [led.to_dict()]})
+    assert entry["noise_source"] == "os"
+    assert entry["status"] == "certified; noise drawn from OS entropy (os.urandom) on every draw"

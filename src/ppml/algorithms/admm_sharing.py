@@ -95,6 +95,9 @@ __all__ = ["MESSAGES", "Params", "fit", "z_update", "x_update_solver", "TAG_BROA
 TAG_BROADCAST = "residual_dual"
 TAG_SHARE = "share"
 
+#: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
+DP_NOISE = True
+
 MESSAGES: tuple[dict[str, str], ...] = (
     {"tag": TAG_BROADCAST, "src": "central node (label holder)", "dst": "every other party",
      "content": "sum_k D_k x_k - z and the dual y: two values per sample, every epoch",
@@ -436,8 +439,8 @@ class _CentralRole:
 
 def _check_vertical(parties: list[Party], evaluation: Party | None) -> Party:
     if evaluation is not None:
-        raise ValueError("ADMM sharing needs vertically partitioned features; got an evaluation party "
-                         "(horizontal data)")
+        fail("dataset", "must be vertically partitioned for ADMM sharing; it has an evaluation party "
+                        "(horizontal data)")
     holder = label_holder(parties)
     for p in parties:
         if p.n_samples != holder.n_samples or not np.array_equal(p.ids, holder.ids):

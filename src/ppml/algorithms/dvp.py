@@ -49,6 +49,9 @@ from ppml.privacy.events import ZCDPEvent
 
 __all__ = ["MESSAGES", "Params", "network_for", "fit", "dvp_constants"]
 
+#: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
+DP_NOISE = True
+
 MESSAGES = (
     {"tag": "theta", "src": "agent p", "dst": "each neighbour n of agent p",
      "content": "f_p(t+1), the exact minimizer of the dual-perturbed local problem (d floats)",

@@ -725,8 +725,8 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         ``lam_mean`` (the weight of f, given `objective`).
     """
     if evaluation is not None:
-        raise ValueError("fdml trains on vertically partitioned data; "
-                         "it takes no horizontal evaluation party")
+        fail("dataset", "must be vertically partitioned for fdml; it has a horizontal evaluation party "
+                        "(horizontal data)")
     holder = label_holder(parties)
     blocks = _blocks(parties, params.features)
     names = [b.name for b in blocks]

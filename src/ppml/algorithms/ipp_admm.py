@@ -53,6 +53,9 @@ from ppml.privacy.svt import SparseVector
 
 __all__ = ["MESSAGES", "Params", "network_for", "fit", "clipped_loss_decrease"]
 
+#: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
+DP_NOISE = True
+
 MESSAGES = (
     {"tag": "theta", "src": "agent i", "dst": "each neighbour j of agent i",
      "content": "theta_i + b_i2 as in PP-ADMM, sent only in rounds where the SVT answers yes "

@@ -47,6 +47,9 @@ from ppml.privacy.events import ZCDPEvent
 
 __all__ = ["MESSAGES", "Params", "network_for", "fit", "penalties", "step_epsilons"]
 
+#: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
+DP_NOISE = True
+
 MESSAGES = (
     {"tag": "theta", "src": "agent i", "dst": "each neighbour j of agent i",
      "content": "f_i(t), the exact minimizer of the penalty-perturbed local problem (d floats)",

@@ -67,6 +67,9 @@ __all__ = ["MESSAGES", "Params", "network_for", "fit", "InexactSolveError", "Age
            "calibrate_agent", "perturbed_update", "gaussian_events", "unverified_notes", "record_privacy",
            "final_privacy"]
 
+#: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
+DP_NOISE = True
+
 MESSAGES = (
     {"tag": "theta", "src": "agent i", "dst": "each neighbour j of agent i",
      "content": "theta_i + b_i2: the approximate minimizer of the objective-perturbed local problem plus "

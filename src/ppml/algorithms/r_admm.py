@@ -49,6 +49,9 @@ from ppml.privacy.events import ZCDPEvent
 
 __all__ = ["MESSAGES", "Params", "network_for", "fit", "recycled_gradient", "recycled_update"]
 
+#: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
+DP_NOISE = True
+
 MESSAGES = (
     {"tag": "theta", "src": "agent i", "dst": "each neighbour j of agent i",
      "content": "f_i(t): odd t the exact minimizer of the perturbed local problem, even t the recycled "

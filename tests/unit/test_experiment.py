@@ -1,0 +1,117 @@
+"""The experiment runner: stage keys (noise_source, allow_large_delta), delta against 1/n, non-finite params."""
+
+import numpy as np
+import pytest
+import yaml
+
+from ppml.config import ParamError
+from ppml.experiment import experiment_params, run
+from ppml.io import save_party, write_json
+from tests.algorithms.horizontal_data import horizontal
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """A prepared horizontal dataset of 5 agents x 120 rows (1/n = 1/120) and an evaluator."""
+    directory = tmp_path_factory.mktemp("toy")
+    parties, evaluator = horizontal(np.random.default_rng(3), n=120, d=4)
+    for p in [*parties, evaluator]:
+        save_party(directory / f"{p.name}.npz", p)
+    write_json(directory / "manifest.json", {
+        "dataset": "toy", "available": True,
+        "parties": [{"name": p.name, "file": f"{p.name}.npz"} for p in parties],
+        "evaluator": {"name": evaluator.name, "file": f"{evaluator.name}.npz"}})
+    return directory
+
+
+def block(**kw):
+    return {"algorithm": "pp_admm", "dataset": "toy", "T": 3, "epsilon": 1.0, "delta": 1e-3,
+            "delta_i1": 1e-3, **kw}
+
+
+def noise_of(outputs):
+    return [r["test_error"] for r in outputs["history"]["runs"][0]["records"]]
+
+
+def test_seeded_noise_repeats_and_is_labelled(prepared):
+    a = run("pp-toy", block(), prepared, seed=7)
+    b = run("pp-toy", block(), prepared, seed=7)
+    assert a["history"] == b["history"]
+    assert a["ledger"]["runs"][0]["noise_source"] == "seeded" and a["metrics"]["noise_source"] == "seeded"
+
+
+def test_os_noise_differs_run_to_run_and_is_labelled(prepared):
+    a = run("pp-toy", block(noise_source="os"), prepared, seed=7)
+    b = run("pp-toy", block(noise_source="os"), prepared, seed=7)
+    assert a["ledger"]["runs"][0]["noise_source"] == "os" and a["metrics"]["noise_source"] == "os"
+    assert a["history"]["runs"][0]["final"] != b["history"]["runs"][0]["final"]
+    # the same graph: only the noise is fresh
+    assert a["comm"] == b["comm"]
+
+
+def test_noise_source_is_validated():
+    with pytest.raises(ParamError, match=r"experiments\.e\.noise_source must be one of \['seeded', 'os'\], "
+                                         r"got 'urandom'"):
+        experiment_params("e", block(noise_source="urandom"))
+    with pytest.raises(ParamError, match=r"experiments\.e\.noise_source: 'os' has nothing to draw: algorithm "
+                                         r"'centralized'"):
+        experiment_params("e", {"algorithm": "centralized", "dataset": "toy", "noise_source": "os"})
+    with pytest.raises(ParamError, match=r"experiments\.e\.allow_large_delta must be true or false, got 'yes'"):
+        experiment_params("e", block(allow_large_delta="yes"))
+
+
+def test_delta_must_be_below_one_over_n(prepared):
+    with pytest.raises(ParamError, match=r"experiments\.pp-toy\.delta must be below 1/n = 0\.00833 "
+                                         r"\(n = 120 records per party\), got 0\.5; set allow_large_delta"):
+        run("pp-toy", block(delta=0.5), prepared, seed=1)
+    with pytest.raises(ParamError, match=r"experiments\.pp-toy\.delta_i1 must be below 1/n"):
+        run("pp-toy", block(delta_i1=0.01), prepared, seed=1)
+    out = run("pp-toy", block(delta=0.01, allow_large_delta=True), prepared, seed=1)
+    assert out["metrics"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "inf", 10**400,
+                                   yaml.safe_load("x: -.inf")["x"]])
+def test_non_finite_parameters_are_refused(value):
+    with pytest.raises(ParamError, match=r"experiments\.e\.epsilon must be a finite number"):
+        experiment_params("e", block(epsilon=value))
+
+
+def test_params_data_mismatch_names_the_key(prepared):
+    with pytest.raises(ParamError, match=r"^experiments\.adm-toy\.dataset must be vertically partitioned"):
+        run("adm-toy", {"algorithm": "admm_sharing", "dataset": "toy"}, prepared, seed=1)
+    with pytest.raises(ParamError, match=r"^experiments\.pp-toy\.agents is 3, but the prepared data has 5"):
+        run("pp-toy", block(agents=3), prepared, seed=1)
+
+
+def test_train_stage_reports_a_mismatch_in_one_line(prepared, tmp_path, capsys):
+    from stages.train import main
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"seed": 1, "experiments": {"x": block(delta=0.5)}}))
+    out = tmp_path / "run"
+    assert main(["--experiment", "x", "--params", str(params), "--data", str(prepared), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("train@x: experiments.x.delta must be below 1/n") and "\n" not in err
+    assert not out.exists()
+
+
+def test_encrypted_section_takes_only_the_paillier_protocols():
+    with pytest.raises(ParamError, match=r"encrypted_experiments\.e\.algorithm must be one of \['paillier_sgd', "
+                                         r"'paillier_sqn'\] in encrypted_experiments .*got 'pp_admm'"):
+        experiment_params("e", block(), section="encrypted_experiments")
+    _, params, _ = experiment_params("e", {"algorithm": "paillier_sgd", "dataset": "d", "encrypted": False},
+                                     section="encrypted_experiments")
+    assert params.batch_size > 0
+
+
+def test_all_experiments_joins_the_sections():
+    from ppml.config import all_experiments
+
+    params = {"experiments": {"a": {"algorithm": "local"}}, "encrypted_experiments": {"b": {}}}
+    assert all_experiments(params) == {"a": ("experiments", {"algorithm": "local"}),
+                                       "b": ("encrypted_experiments", {})}
+    with pytest.raises(ParamError, match="experiment 'a' is in both experiments and encrypted_experiments"):
+        all_experiments({"experiments": {"a": {}}, "encrypted_experiments": {"a": {}}})
+    with pytest.raises(ParamError, match="no experiments"):
+        all_experiments({"experiments": {}})
