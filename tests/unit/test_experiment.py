@@ -115,3 +115,13 @@ def test_all_experiments_joins_the_sections():
         all_experiments({"experiments": {"a": {}}, "encrypted_experiments": {"a": {}}})
     with pytest.raises(ParamError, match="no experiments"):
         all_experiments({"experiments": {}})
+
+
+def test_majority_error():
+    from ppml.algorithms._majority import majority_error
+
+    assert majority_error(np.array([0, 0, 1]), np.array([1, 1, 0, 0])) == 0.5
+    assert majority_error(np.array([1, 1, 0]), np.array([1, 1, 1, 0])) == 0.25
+    assert majority_error(np.array([0, 1]), np.array([1, 1, 1, 0])) == 0.75  # a tie predicts 0
+    with pytest.raises(ValueError, match="needs labels"):
+        majority_error(np.array([]), np.array([1]))

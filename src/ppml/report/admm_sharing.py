@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ppml.report.base import Claim, ReportOutput, Run, Runs, markdown_table
+from ppml.report.base import Claim, verdict_of, ReportOutput, Run, Runs, markdown_table
 
 PAPER = "admm_sharing"
 
@@ -309,7 +309,7 @@ def _wide_table(study: list[dict[str, Any]]) -> str:
 
 def _claim(id_: str, statement: str, published: str, ours: str, passed: bool | None) -> Claim:
     return Claim(id=f"admm_sharing-{id_}", paper=PAPER, statement=statement, published=published, ours=ours,
-                 passed=passed)
+                 verdict=verdict_of(passed))
 
 
 def _claim_admm_vs_sgd(runs: Runs) -> Claim:

@@ -17,12 +17,37 @@ from typing import Any, Iterable
 from ppml.io import atomic_path
 
 
+#: what a claim's check can say
+PASS, FAIL, NOT_SHOWN, NOT_CHECKED = "PASS", "FAIL", "NOT SHOWN", "NOT CHECKED"
+VERDICTS = (PASS, FAIL, NOT_SHOWN, NOT_CHECKED)
+
+
+def verdict_of(passed: bool | None) -> str:
+    """The verdict of a check that is not a comparison with a margin: True, False, or None (not checked)."""
+    return NOT_CHECKED if passed is None else PASS if passed else FAIL
+
+
+def compare(difference: float, margin: float) -> str:
+    """The verdict of a comparison: `difference` is oriented so that positive means the claim holds.
+
+    PASS only when the difference exceeds `margin`, FAIL when it is below ``-margin``, NOT SHOWN in between:
+    a difference inside the margin (a tie, seed noise) supports neither side. A nan difference is NOT CHECKED.
+    """
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    if math.isnan(difference):
+        return NOT_CHECKED
+    return PASS if difference > margin else FAIL if difference < -margin else NOT_SHOWN
+
+
 @dataclass(frozen=True)
 class Claim:
     """A published claim as a checkable statement.
 
-    ``passed`` is None when the claim could not be checked (a run is missing or its data unavailable); the
-    reason is then in ``ours``.
+    ``verdict`` is one of :data:`VERDICTS`. NOT CHECKED: a run it needs is missing or its data unavailable
+    (the reason is then in ``ours``). NOT SHOWN: the comparison's difference lies inside its ``margin``.
+    ``margin`` says in words which margin a comparison used and why (empty for claims that are not
+    comparisons); a PASS never rests on a difference below it.
     """
 
     id: str
@@ -30,11 +55,21 @@ class Claim:
     statement: str
     published: str
     ours: str
-    passed: bool | None
+    verdict: str
+    margin: str = ""
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"claim {self.id}: verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+    @property
+    def passed(self) -> bool | None:
+        """True for PASS, False for FAIL, None for NOT SHOWN and NOT CHECKED."""
+        return {PASS: True, FAIL: False}.get(self.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "paper": self.paper, "statement": self.statement, "published": self.published,
-                "ours": self.ours, "pass": self.passed}
+                "ours": self.ours, "verdict": self.verdict, "margin": self.margin, "pass": self.passed}
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppml.report.base import Claim, ReportOutput, Runs, markdown_table
+from ppml.report.base import Claim, ReportOutput, Runs, markdown_table, verdict_of
 
 PAPER = "baselines"
 
@@ -29,7 +29,7 @@ def build(runs: Runs, out: ReportOutput) -> list[Claim]:
                 id=f"baselines-{ds}-collaboration-helps", paper=PAPER,
                 statement=f"{ds}: the centralized model (all features) has lower test log loss than the local one",
                 published="implied by every paper's motivation", ours=f"centralized {c:.4f} vs local {lo:.4f}",
-                passed=c < lo))
+                verdict=verdict_of(c < lo)))
     _figure(runs, datasets, out)
     out.table("baselines", "# Centralized and local baselines (scikit-learn, f = mean log loss + λ/2‖w‖²)\n\n"
               + markdown_table(["run", "dataset", "algorithm", "status", "train objective", "test log loss",

@@ -25,7 +25,7 @@ import csv
 import math
 from typing import Any
 
-from ppml.report.base import Claim, ReportOutput, Run, Runs, markdown_table
+from ppml.report.base import Claim, verdict_of, ReportOutput, Run, Runs, markdown_table
 
 PAPER = "fdml"
 TABLE_PREFIX = "fdml_table1-"
@@ -187,7 +187,7 @@ def _auc(table: dict[tuple[str, str, str], Run], dataset: str, model: str, setti
 
 
 def _claim(claim_id: str, statement: str, published: str, ours: str, passed: bool | None) -> Claim:
-    return Claim(id=claim_id, paper=PAPER, statement=statement, published=published, ours=ours, passed=passed)
+    return Claim(id=claim_id, paper=PAPER, statement=statement, published=published, ours=ours, verdict=verdict_of(passed))
 
 
 def _claims(table: dict[tuple[str, str, str], Run], published: dict, simulated: list[Run]) -> list[Claim]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import csv
 from typing import Any
 
-from ppml.report.base import Claim, ReportOutput, Run, Runs, markdown_table
+from ppml.report.base import Claim, verdict_of, ReportOutput, Run, Runs, markdown_table
 
 PAPER = "paillier_sqn"
 PUBLISHED = ("published", "paillier_sqn_table1.csv")  # under the report root
@@ -188,7 +188,7 @@ def _curves(table: dict, out: ReportOutput) -> None:
 
 
 def _claim(claim_id: str, statement: str, published: str, ours: str, passed: bool | None) -> Claim:
-    return Claim(id=claim_id, paper=PAPER, statement=statement, published=published, ours=ours, passed=passed)
+    return Claim(id=claim_id, paper=PAPER, statement=statement, published=published, ours=ours, verdict=verdict_of(passed))
 
 
 def _claims(table: dict, published: dict) -> list[Claim]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ppml.report.base import Claim, ReportOutput, Run, Runs, markdown_table
+from ppml.report.base import Claim, verdict_of, ReportOutput, Run, Runs, markdown_table
 
 PAPER = "pp_admm"
 NON_PRIVATE = "decentralized_admm"
@@ -237,7 +237,7 @@ def _study_outputs(studies: dict[str, list[Run]], out: ReportOutput) -> None:
 def _claim(dataset: str, suffix: str, statement: str, published: str, ours: str,
            passed: bool | None) -> Claim:
     return Claim(id=f"{PAPER}-{dataset}-{suffix}", paper=PAPER, statement=f"{dataset}: {statement}",
-                 published=published, ours=ours, passed=passed)
+                 published=published, ours=ours, verdict=verdict_of(passed))
 
 
 def _missing(algorithms: dict[str, dict[float, Run]], needed: tuple[str, ...]) -> str | None:
