@@ -125,3 +125,23 @@ def test_majority_error():
     assert majority_error(np.array([0, 1]), np.array([1, 1, 1, 0])) == 0.75  # a tie predicts 0
     with pytest.raises(ValueError, match="needs labels"):
         majority_error(np.array([]), np.array([1]))
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # dp-accounting, on the absurd epsilon
+def test_absurd_epsilon_trains_and_its_accounting_failure_is_recorded(prepared, tmp_path):
+    """epsilon = 1e300 is finite and trains; the account stage records its failure and accounts the others."""
+    from stages.account import main as account
+
+    blocks = {"huge": block(epsilon=1e300, T=2), "fine": block(T=2)}
+    for name, b in blocks.items():
+        out = run(name, b, prepared, seed=1)
+        write_json(tmp_path / "runs" / name / "ledger.json", out["ledger"])
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"seed": 1, "experiments": blocks}))
+    assert account(["--params", str(params), "--runs", str(tmp_path / "runs"), "--out",
+                    str(tmp_path / "privacy.json")]) == 0
+    import json
+
+    entries = {e["name"]: e for e in json.loads((tmp_path / "privacy.json").read_text())["runs"]}
+    assert entries["huge"]["status"].startswith("accounting failed: ") and entries["huge"]["tight"] is None
+    assert entries["fine"]["status"].startswith("certified; noise reproducible from the public seed")

@@ -1,0 +1,325 @@
+"""What changed in the committed reports between two revisions, as Markdown a reviewer reads before merging.
+
+``python -m ppml.report.compare REV_A REV_B`` (``make compare A=REV B=REV``) reads only what git holds at
+each revision — ``reports/claims.json``, ``reports/runs/*/metrics.json``, ``reports/tables/*.md`` and
+``reports/privacy.json`` — and prints:
+
+* the claims whose verdict changed, and the claims added and removed;
+* for every run present at both revisions, the headline metrics (:data:`HEADLINE`) that changed, grouped by
+  algorithm; timing fields are never compared (they measure the machine's load, not the method); runs added
+  and removed; the tables whose text changed;
+* privacy status changes (certified, the paper's and the tight epsilon).
+
+It is read-only: no checkout, no dvc. One ``git ls-tree`` per revision and one ``git cat-file --batch`` for
+all files keep it to a few subprocesses whatever the number of runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ppml.report.base import FAIL, NOT_CHECKED, PASS, VERDICTS
+
+#: the metrics compared per run (the headline columns of the report tables), in display order
+HEADLINE = ("test_error", "test_logloss", "test_auc", "test_accuracy", "train_objective", "epochs", "bytes_sent")
+
+_CLAIMS, _PRIVACY = "reports/claims.json", "reports/privacy.json"
+_RUNS, _TABLES = "reports/runs/", "reports/tables/"
+
+
+class CompareError(Exception):
+    """A revision that git does not know, or a committed report file that cannot be parsed; one line."""
+
+
+@dataclass
+class Snapshot:
+    """The committed report files of one revision."""
+
+    rev: str
+    commit: str
+    claims: dict[str, dict[str, Any]] | None = None  # id -> claim; None when the revision has no claims.json
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> metrics.json
+    tables: dict[str, str] = field(default_factory=dict)  # table name -> markdown
+    privacy: dict[str, dict[str, Any]] | None = None  # run name -> privacy.json entry
+
+
+def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    proc = subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, check=False)
+    if proc.returncode != 0:
+        msg = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise CompareError(f"git {args[0]} failed: {msg[-1] if msg else f'exit {proc.returncode}'}")
+    return proc.stdout
+
+
+def resolve(repo: Path, rev: str) -> str:
+    """The commit id `rev` names; :class:`CompareError` naming `rev` when git knows no such commit."""
+    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                           f"{rev}^{{commit}}"], capture_output=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise CompareError(f"unknown revision {rev!r} (not a commit in {repo})")
+    return proc.stdout.decode().strip()
+
+
+def _wanted(path: str) -> bool:
+    if path in (_CLAIMS, _PRIVACY):
+        return True
+    if path.startswith(_RUNS):
+        parts = path[len(_RUNS):].split("/")
+        return len(parts) == 2 and parts[1] == "metrics.json"
+    return path.startswith(_TABLES) and path.endswith(".md") and "/" not in path[len(_TABLES):]
+
+
+def _list(repo: Path, commit: str) -> dict[str, str]:
+    """path -> blob id of the report files `commit` holds."""
+    out = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", "reports")
+    found = {}
+    for entry in out.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, path = entry.decode().partition("\t")
+        _mode, kind, oid = meta.split()
+        if kind == "blob" and _wanted(path):
+            found[path] = oid
+    return found
+
+
+def _cat(repo: Path, oids: list[str]) -> dict[str, bytes]:
+    """Contents of the blobs, read through one ``git cat-file --batch``."""
+    unique = list(dict.fromkeys(oids))
+    if not unique:
+        return {}
+    raw = _git(repo, "cat-file", "--batch", stdin="".join(f"{o}\n" for o in unique).encode())
+    blobs, pos = {}, 0
+    for oid in unique:
+        end = raw.index(b"\n", pos)
+        header = raw[pos:end].decode().split()
+        if len(header) != 3:
+            raise CompareError(f"git cat-file: unexpected answer {raw[pos:end][:80]!r} for {oid}")
+        size = int(header[2])
+        blobs[oid] = raw[end + 1:end + 1 + size]
+        pos = end + 1 + size + 1
+    return blobs
+
+
+def _json(rev: str, path: str, data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CompareError(f"{rev}:{path}: not valid JSON ({exc})") from None
+
+
+def load(repo: str | Path, revs: list[str]) -> list[Snapshot]:
+    """The report snapshots of `revs` (each resolved first, so a bad one fails before any reading)."""
+    repo = Path(repo)
+    commits = [resolve(repo, rev) for rev in revs]
+    listings = [_list(repo, c) for c in commits]
+    blobs = _cat(repo, [oid for listing in listings for oid in listing.values()])
+    snaps = []
+    for rev, commit, listing in zip(revs, commits, listings):
+        snap = Snapshot(rev=rev, commit=commit)
+        for path, oid in listing.items():
+            data = blobs[oid]
+            if path == _CLAIMS:
+                claims = _json(rev, path, data)
+                if not isinstance(claims, list):
+                    raise CompareError(f"{rev}:{path}: expected a list of claims")
+                snap.claims = {c["id"]: c for c in claims if isinstance(c, dict) and "id" in c}
+            elif path == _PRIVACY:
+                entries = _json(rev, path, data).get("runs", [])
+                snap.privacy = {e["name"]: e for e in entries if isinstance(e, dict) and "name" in e}
+            elif path.startswith(_RUNS):
+                metrics = _json(rev, path, data)
+                if isinstance(metrics, dict):
+                    snap.runs[path[len(_RUNS):].split("/")[0]] = metrics
+            else:
+                snap.tables[path[len(_TABLES):-len(".md")]] = data.decode(errors="replace")
+        snaps.append(snap)
+    return snaps
+
+
+def verdict(claim: dict[str, Any]) -> str:
+    """A claim's verdict in either format: ``verdict`` (today) or the older boolean/None ``pass``."""
+    v = claim.get("verdict")
+    if v in VERDICTS:
+        return v
+    passed = claim.get("pass")
+    return NOT_CHECKED if passed is None else PASS if passed else FAIL
+
+
+def is_timing(key: str) -> bool:
+    """Wall-clock and simulated-clock fields: they vary with the machine's load, so they are never compared."""
+    return key == "seconds" or "seconds" in key.split("_") or key.startswith("sim_time") or "_time" in key
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return f"{v:.4g}" if abs(v) >= 1e4 or (v != 0 and abs(v) < 1e-3) else f"{v:.4f}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _differs(a: Any, b: Any) -> bool:
+    x, y = _number(a), _number(b)
+    if x is not None and y is not None:
+        if math.isnan(x) or math.isnan(y):
+            return math.isnan(x) != math.isnan(y)
+        return not math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0)
+    return a != b
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def claims_section(a: Snapshot, b: Snapshot) -> list[str]:
+    lines = ["## Claims", ""]
+    if a.claims is None or b.claims is None:
+        missing = [s.rev for s in (a, b) if s.claims is None]
+        return lines + [f"No `{_CLAIMS}` at {', '.join(missing)}: claims not compared.", ""]
+    common = [i for i in b.claims if i in a.claims]
+    changed = [i for i in common if verdict(a.claims[i]) != verdict(b.claims[i])]
+    added = [i for i in b.claims if i not in a.claims]
+    removed = [i for i in a.claims if i not in b.claims]
+    lines += [f"{len(changed)} verdict changes, {len(added)} claims added, {len(removed)} removed "
+              f"({len(a.claims)} → {len(b.claims)} claims).", ""]
+    if changed:
+        lines += _table(["claim", "verdict", f"ours ({a.rev})", f"ours ({b.rev})"],
+                        [[i, f"{verdict(a.claims[i])} → {verdict(b.claims[i])}", a.claims[i].get("ours"),
+                          b.claims[i].get("ours")] for i in changed]) + [""]
+    if added:
+        lines += ["### Added", ""] + _table(["claim", "verdict", "ours", "margin"],
+                                            [[i, verdict(b.claims[i]), b.claims[i].get("ours"),
+                                              b.claims[i].get("margin") or None] for i in added]) + [""]
+    if removed:
+        lines += ["### Removed", ""] + _table(["claim", f"verdict ({a.rev})", f"ours ({a.rev})"],
+                                              [[i, verdict(a.claims[i]), a.claims[i].get("ours")]
+                                               for i in removed]) + [""]
+    return lines
+
+
+def metrics_section(a: Snapshot, b: Snapshot) -> list[str]:
+    lines = ["## Headline metrics", "",
+             f"Per run present at both revisions: {', '.join(HEADLINE)} and the run status, where they changed. "
+             "Timing fields (seconds, *_seconds, sim_time, …) are excluded: they measure the machine's load, "
+             "not the method.", ""]
+    common = sorted(set(a.runs) & set(b.runs))
+    groups: dict[str, list[list[Any]]] = {}
+    for name in common:
+        old, new = a.runs[name], b.runs[name]
+        rows = []
+        for key in ("status", *HEADLINE):
+            if is_timing(key) or not _differs(old.get(key), new.get(key)):
+                continue
+            x, y = _number(old.get(key)), _number(new.get(key))
+            delta = y - x if x is not None and y is not None else None
+            rows.append([name, key, old.get(key), new.get(key), delta])
+        if rows:
+            groups.setdefault(str(new.get("algorithm", old.get("algorithm", "?"))), []).extend(rows)
+    unchanged = len(common) - len({r[0] for rows in groups.values() for r in rows})
+    lines += [f"{len(common)} runs at both revisions: {len(common) - unchanged} changed, {unchanged} unchanged.",
+              ""]
+    for algorithm in sorted(groups):
+        lines += [f"### {algorithm}", ""] + _table(["run", "metric", a.rev, b.rev, "Δ"], groups[algorithm]) + [""]
+    added, removed = sorted(set(b.runs) - set(a.runs)), sorted(set(a.runs) - set(b.runs))
+    if added:
+        lines += [f"Runs added ({len(added)}): {_names(added)}", ""]
+    if removed:
+        lines += [f"Runs removed ({len(removed)}): {_names(removed)}", ""]
+    return lines
+
+
+def tables_section(a: Snapshot, b: Snapshot) -> list[str]:
+    lines = ["## Tables", ""]
+    rows = []
+    for name in sorted(set(a.tables) | set(b.tables)):
+        old, new = a.tables.get(name), b.tables.get(name)
+        if old == new:
+            continue
+        if old is None or new is None:
+            rows.append([f"{name}.md", "added" if old is None else "removed", None, None])
+            continue
+        diff = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0))
+        plus = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
+        minus = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
+        rows.append([f"{name}.md", "changed", plus, minus])
+    if not rows:
+        return lines + [f"No table in `{_TABLES}` changed.", ""]
+    return lines + _table(["table", "", "lines +", "lines −"], rows) + [""]
+
+
+def _privacy_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    paper, tight = entry.get("paper") or {}, entry.get("tight") or {}
+    return {"status": entry.get("status"), "certified": entry.get("certified"),
+            "paper epsilon": paper.get("epsilon") if isinstance(paper, dict) else None,
+            "tight epsilon": tight.get("epsilon") if isinstance(tight, dict) else None,
+            "delta": entry.get("delta")}
+
+
+def privacy_section(a: Snapshot, b: Snapshot) -> list[str]:
+    lines = ["## Privacy", ""]
+    if a.privacy is None or b.privacy is None:
+        missing = [s.rev for s in (a, b) if s.privacy is None]
+        return lines + [f"No `{_PRIVACY}` at {', '.join(missing)}: privacy not compared.", ""]
+    rows = []
+    for name in sorted(set(a.privacy) & set(b.privacy)):
+        old, new = _privacy_fields(a.privacy[name]), _privacy_fields(b.privacy[name])
+        rows += [[name, key, old[key], new[key]] for key in old if _differs(old[key], new[key])]
+    lines += [f"{len({r[0] for r in rows})} runs changed privacy status or epsilon.", ""]
+    if rows:
+        lines += _table(["run", "field", a.rev, b.rev], rows) + [""]
+    added = sorted(set(b.privacy) - set(a.privacy))
+    removed = sorted(set(a.privacy) - set(b.privacy))
+    if added:
+        lines += [f"Accounted runs added ({len(added)}): "
+                  + ", ".join(f"`{n}` ({_cell(b.privacy[n].get('status'))})" for n in added), ""]
+    if removed:
+        lines += [f"Accounted runs removed ({len(removed)}): {_names(removed)}", ""]
+    return lines
+
+
+def compare_markdown(a: Snapshot, b: Snapshot) -> str:
+    head = [f"# Reports: {a.rev} ({a.commit[:10]}) → {b.rev} ({b.commit[:10]})", "",
+            "Read from the committed report files only (nothing re-run).", ""]
+    body = claims_section(a, b) + metrics_section(a, b) + tables_section(a, b) + privacy_section(a, b)
+    return "\n".join(head + body).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ppml.report.compare", description=__doc__.splitlines()[0])
+    parser.add_argument("rev_a", nargs="?", default="HEAD~1", help="the older revision (default HEAD~1)")
+    parser.add_argument("rev_b", nargs="?", default="HEAD", help="the newer revision (default HEAD)")
+    parser.add_argument("--repo", default=".", help="the git repository (default: the current directory)")
+    args = parser.parse_args(argv)
+    try:
+        a, b = load(args.repo, [args.rev_a, args.rev_b])
+    except CompareError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(compare_markdown(a, b))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
