@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: repro test test-all bench install clean-venv
+.PHONY: repro test test-all bench compare install clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# What changed in the committed reports between two revisions (claims, headline metrics, privacy), as Markdown.
+A ?= HEAD~1
+B ?= HEAD
+compare: $(STAMP)
+	$(BIN)/python -m ppml.report.compare "$(A)" "$(B)"
 
 clean-venv:
 	rm -rf $(VENV)

@@ -64,3 +64,20 @@ def test_objective_is_validated_with_its_key_path():
     with pytest.raises(ParamError, match=r"experiments\.centralized-a9a\.objective must be one of "
                                          r"\['mean', 'sum'\], got 'total'"):
         build(centralized.Params, {"objective": "total"}, "experiments.centralized-a9a")
+
+
+@pytest.mark.parametrize("module", [centralized, local])
+def test_final_metrics_carry_the_majority_class_error_and_the_log_loss_spread(module):
+    rng = np.random.default_rng(3)
+    parties, X, y, n = _vertical(rng)
+    h = module.fit(parties, None, centralized.Params(lam=1e-2), rng=rng)
+    y_test = y[n:]
+    majority = int(y[:n].mean() > 0.5)
+    assert h.final["test_majority_error"] == np.mean(y_test != majority)
+    assert h.final["n_test"] == 100
+    # the SD of the per-row losses whose mean is test_logloss: recover the losses from the fitted model
+    cols = X.shape[1] if module is centralized else 4
+    w_ref = solve_l2_logistic(with_bias(X[:n, :cols]), y[:n], 1e-2)
+    rows = np.logaddexp(0.0, -(2.0 * y_test - 1) * (with_bias(X[n:, :cols]) @ w_ref))
+    assert h.final["test_logloss"] == pytest.approx(rows.mean(), rel=1e-6)
+    assert h.final["test_logloss_sd"] == pytest.approx(rows.std(ddof=1), rel=1e-5)

@@ -5,7 +5,9 @@ network. It minimizes the project's common objective f(w) = mean logistic loss +
 intercept carried as a constant feature (regularized, like ADMM sharing's bias column), i.e. scikit-learn's
 ``LogisticRegression(C=1/(n lam), fit_intercept=False)`` on ``[X, 1]``. With ``objective: sum`` the given
 ``lam`` weighs the summed loss instead (f with lam/n, :func:`ppml.models.losses.mean_form_lam`), as in the
-ADMM-sharing paper; ``lam_mean`` in the metrics is the weight of f actually used.
+ADMM-sharing paper; ``lam_mean`` in the metrics is the weight of f actually used. The metrics also carry the
+majority-class test error (``test_majority_error``, the trivial baseline every error is shown beside), the
+number of test rows and the spread of the per-row test log loss, from which the report states its margins.
 
 References
 ----------
@@ -23,6 +25,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
+from ppml.algorithms._majority import majority_error
 from ppml.history import History
 from ppml.models.losses import Objective, logistic_objective, mean_form_lam, with_bias
 from ppml.parties import Party
@@ -99,8 +102,22 @@ def fit_logistic(X, y, X_test, y_test, params: Params, *, algorithm: str) -> His
     test_scores = np.asarray(with_bias(X_test) @ w) if X_test is not None else None
     history.finish(train_objective=objective, y_train=y, train_scores=train_scores, y_test=y_test,
                    test_scores=test_scores, epochs=n_iter, n_features=int(Xb.shape[1]),
-                   n_samples=int(Xb.shape[0]), lam_mean=lam)
+                   n_samples=int(Xb.shape[0]), lam_mean=lam, **_test_spread(y, y_test, test_scores))
     return history
+
+
+def _test_spread(y_train, y_test, test_scores) -> dict:
+    """The majority-class error beside the model's, and what a reader needs for a margin on its test metrics.
+
+    ``test_logloss_sd`` is the standard deviation of the per-row test log loss (its mean is ``test_logloss``),
+    so ``test_logloss_sd / sqrt(n_test)`` is the standard error of the test log loss.
+    """
+    if y_test is None or test_scores is None:
+        return {}
+    y = 2.0 * np.asarray(y_test, dtype=float) - 1.0
+    row_loss = np.logaddexp(0.0, -y * np.asarray(test_scores, dtype=float))
+    return {"test_majority_error": majority_error(y_train, y_test), "n_test": int(len(y_test)),
+            "test_logloss_sd": float(np.std(row_loss, ddof=1)) if len(y_test) > 1 else float("nan")}
 
 
 def fit(parties: list[Party], network, params: Params, *, rng: np.random.Generator,

@@ -3,6 +3,8 @@
 What a party could learn without collaborating; every paper's collaborative method should beat it.
 Same objective and solver as :mod:`ppml.algorithms.centralized` (with ``objective: sum``, n is the rows this
 party trains on: on vertical data the same rows as the centralized run, so both use the same weight of f).
+Its ``test_majority_error`` is the majority class of the rows this party trains on, measured on the same test
+rows as the centralized run.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from typing import Any
 from ppml.report.base import FAIL, NOT_CHECKED, PASS, VERDICTS
 
 #: the metrics compared per run (the headline columns of the report tables), in display order
-HEADLINE = ("test_error", "test_logloss", "test_auc", "test_accuracy", "train_objective", "epochs", "bytes_sent")
+HEADLINE = ("test_error", "test_logloss", "test_auc", "test_accuracy", "train_objective", "epochs",
+            "bytes_sent")
 
 _CLAIMS, _PRIVACY = "reports/claims.json", "reports/privacy.json"
 _RUNS, _TABLES = "reports/runs/", "reports/tables/"
@@ -154,11 +155,6 @@ def verdict(claim: dict[str, Any]) -> str:
     return NOT_CHECKED if passed is None else PASS if passed else FAIL
 
 
-def is_timing(key: str) -> bool:
-    """Wall-clock and simulated-clock fields: they vary with the machine's load, so they are never compared."""
-    return key == "seconds" or "seconds" in key.split("_") or key.startswith("sim_time") or "_time" in key
-
-
 def _cell(v: Any) -> str:
     if v is None:
         return "—"
@@ -169,6 +165,12 @@ def _cell(v: Any) -> str:
             return "nan"
         return f"{v:.4g}" if abs(v) >= 1e4 or (v != 0 and abs(v) < 1e-3) else f"{v:.4f}"
     return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _signed(v: float) -> str:
+    if math.isnan(v):
+        return "nan"
+    return f"{v:+.4g}" if abs(v) >= 1e4 or (v != 0 and abs(v) < 1e-3) else f"{v:+.4f}"
 
 
 def _number(v: Any) -> float | None:
@@ -221,27 +223,30 @@ def claims_section(a: Snapshot, b: Snapshot) -> list[str]:
 
 def metrics_section(a: Snapshot, b: Snapshot) -> list[str]:
     lines = ["## Headline metrics", "",
-             f"Per run present at both revisions: {', '.join(HEADLINE)} and the run status, where they changed. "
-             "Timing fields (seconds, *_seconds, sim_time, …) are excluded: they measure the machine's load, "
-             "not the method.", ""]
+             f"Per run present at both revisions: {', '.join(HEADLINE)} and the run status, where they "
+             "changed. Timing fields (seconds, *_seconds, sim_time, …) are excluded: they measure the "
+             "machine's load, not the method.", ""]
     common = sorted(set(a.runs) & set(b.runs))
     groups: dict[str, list[list[Any]]] = {}
     for name in common:
         old, new = a.runs[name], b.runs[name]
         rows = []
         for key in ("status", *HEADLINE):
-            if is_timing(key) or not _differs(old.get(key), new.get(key)):
+            if not _differs(old.get(key), new.get(key)):
                 continue
             x, y = _number(old.get(key)), _number(new.get(key))
-            delta = y - x if x is not None and y is not None else None
+            delta = _signed(y - x) if x is not None and y is not None else None
+            if isinstance(old.get(key), int) and isinstance(new.get(key), int) and delta is not None:
+                delta = f"{new[key] - old[key]:+d}"
             rows.append([name, key, old.get(key), new.get(key), delta])
         if rows:
             groups.setdefault(str(new.get("algorithm", old.get("algorithm", "?"))), []).extend(rows)
     unchanged = len(common) - len({r[0] for rows in groups.values() for r in rows})
-    lines += [f"{len(common)} runs at both revisions: {len(common) - unchanged} changed, {unchanged} unchanged.",
-              ""]
+    lines += [f"{len(common)} runs at both revisions: {len(common) - unchanged} changed, "
+              f"{unchanged} unchanged.", ""]
     for algorithm in sorted(groups):
-        lines += [f"### {algorithm}", ""] + _table(["run", "metric", a.rev, b.rev, "Δ"], groups[algorithm]) + [""]
+        lines += [f"### {algorithm}", ""]
+        lines += _table(["run", "metric", a.rev, b.rev, "Δ"], groups[algorithm]) + [""]
     added, removed = sorted(set(b.runs) - set(a.runs)), sorted(set(a.runs) - set(b.runs))
     if added:
         lines += [f"Runs added ({len(added)}): {_names(added)}", ""]
@@ -307,7 +312,8 @@ def compare_markdown(a: Snapshot, b: Snapshot) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ppml.report.compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ppml.report.compare",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("rev_a", nargs="?", default="HEAD~1", help="the older revision (default HEAD~1)")
     parser.add_argument("rev_b", nargs="?", default="HEAD", help="the newer revision (default HEAD)")
     parser.add_argument("--repo", default=".", help="the git repository (default: the current directory)")

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ppml.io import atomic_path
+from ppml.report.compare import verdict
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -35,9 +36,9 @@ def results_section(reports: Path) -> str:
     claims_path = reports / "claims.json"
     if claims_path.exists():
         claims = json.loads(claims_path.read_text())
-        verdicts = {True: "PASS", False: "FAIL", None: "NOT CHECKED"}
-        parts += ["### Published claims", "", "| claim | ours | verdict |", "|---|---|---|"]
-        parts += [f"| {c['statement']} | {c['ours']} | {verdicts[c['pass']]} |" for c in claims]
+        parts += ["### Published claims", "", "| claim | ours | margin | verdict |", "|---|---|---|---|"]
+        parts += [f"| {c['statement']} | {c['ours']} | {c.get('margin') or '—'} | {verdict(c)} |"
+                  for c in claims]
         parts += ["", "Details: [reports/claims.md](reports/claims.md).", ""]
     for stem, title in README_TABLES:
         path = reports / "tables" / f"{stem}.md"
