@@ -221,6 +221,67 @@ def test_fixed_sigma_is_not_certified():
     assert history.final["noise_sigma"] == 0.3
 
 
+# --- eq. (16): column-space noise --------------------------------------------------------------------------
+
+
+def _projector(D):
+    """Orthogonal projector onto the column space of D, from an SVD (the slow reference)."""
+    U, s, _ = np.linalg.svd(D.toarray() if sp.issparse(D) else D, full_matrices=False)
+    U = U[:, s > 1e-8 * s[0]]
+    return U @ U.T
+
+
+@pytest.mark.parametrize("make, rank", [
+    # a9a-like one-hot groups plus a bias column: D^T D singular (each group sums to the bias), rank 1 + 3*2
+    (lambda rng: with_bias(a9a_like(rng, n=40, n_test=0, groups=((3, 3, 3),))[0].X), 7),
+    (lambda rng: rng.normal(size=(30, 4)), 4),  # full column rank
+    (lambda rng: rng.normal(size=(6, 9)), 6),  # more columns than rows: the sample-space form
+])
+def test_eq16_noise_has_the_column_space_covariance(make, rank):
+    rng = np.random.default_rng(20)
+    D = make(rng)
+    sigma, draws = 0.7, 5000
+    noise = admm_sharing.ColumnSpaceNoise(D, sigma=sigma)
+    assert noise.rank == rank
+    samples = np.stack([noise.draw(rng) for _ in range(draws)])
+    P = _projector(D)
+    assert np.allclose(samples @ (np.eye(D.shape[0]) - P), 0.0, atol=1e-9)  # nothing outside col(D)
+    cov = samples.T @ samples / draws
+    # entries of a sample covariance of unit-variance components: standard error <= sqrt(2 / draws) sigma^2
+    assert np.max(np.abs(cov - sigma**2 * P)) < 5 * np.sqrt(2 / draws) * sigma**2
+    assert np.trace(cov) == pytest.approx(sigma**2 * rank, rel=0.05)
+
+
+def test_eq16_perturbs_x_by_the_pseudo_inverse_gram():
+    # xi = basis @ u must have covariance sigma^2 (D^T D)^+, the pseudo-inverse reading of eq. (16)
+    rng = np.random.default_rng(21)
+    D = with_bias(a9a_like(rng, n=60, n_test=0, groups=((3, 4),))[0].X)
+    noise = admm_sharing.ColumnSpaceNoise(D, sigma=1.0)
+    basis = noise._basis
+    assert np.allclose(basis @ basis.T, np.linalg.pinv((D.T @ D).toarray()), atol=1e-8)
+
+
+def test_eq16_run_noises_only_the_column_space_and_defaults_are_unchanged():
+    parties = a9a_like(np.random.default_rng(22), n=200, n_test=50)
+    default, _ = _fit(parties, sigma=0.5, max_epochs=4, seed=3)
+    shares, _ = _fit(parties, sigma=0.5, max_epochs=4, seed=3, noise_form="shares")
+    assert default.records == shares.records or all(  # bit-identical apart from wall-clock seconds
+        {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
+        for a, b in zip(default.records, shares.records))
+    _, exact = _fit(parties, capture=True, max_epochs=1)
+    eq16, noisy = _fit(parties, capture=True, sigma=0.5, max_epochs=1, noise_form="eq16")
+    share = [m.payload for m in noisy.messages if m.tag == admm_sharing.TAG_SHARE][0]
+    clean = [m.payload for m in exact.messages if m.tag == admm_sharing.TAG_SHARE][0]
+    D = parties[1].X
+    diff = share - clean
+    assert np.linalg.norm(diff) > 0.1
+    assert np.allclose(diff, _projector(D) @ diff, atol=1e-9)  # in col(D_2): the eq. (16) form
+    ranks = {name: info["noise_rank"] for name, info in eq16.extra["parties"].items()}
+    # every one-hot group sums to the same column (the bias on party1): columns minus the repeats
+    assert ranks == {"party1": (4 + 3 + 5 + 1) - 3, "party2": (6 + 4) - 1}
+    assert any("eq. (16)" in note and "not certified" in note for note in eq16.ledger.notes)
+
+
 # --- calibrated DP: Assumption 2 enforced, Theorem 3 noise, both accountings --------------------------------
 
 
@@ -339,6 +400,8 @@ def test_shares_are_noised_and_labels_never_leave():
     ({"delta": 1.5, "epsilon": 1.0}, "delta must be < 1"),
     ({"gamma": 1.0}, "gamma is not a parameter"),
     ({"objective": "avg"}, r"objective must be one of \['mean', 'sum'\], got 'avg'"),
+    ({"noise_form": "x"}, r"noise_form must be one of \['shares', 'eq16'\], got 'x'"),
+    ({"noise_form": "eq16", "epsilon": 1.0, "delta": 1e-5}, "noise_form must be 'shares' when epsilon"),
 ])
 def test_params_are_validated_with_their_key_path(mapping, message):
     with pytest.raises(ParamError, match=message):

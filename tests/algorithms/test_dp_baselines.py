@@ -156,3 +156,12 @@ def test_ledgers_meet_the_target_and_r_admm_pays_only_odd_rounds(data):
     history = run(r_admm, parties, evaluator, T=7, epsilon=2.0)
     assert {e.count for e in history.ledger.events} == {4}
     assert {e.party for e in history.ledger.events} == {p.name for p in parties}
+
+
+@pytest.mark.parametrize("module", [decentralized_admm, dvp, m_admm, r_admm])
+def test_every_decentralized_run_records_the_majority_class_error(data, module):
+    parties, evaluator = data
+    history = run(module, parties, evaluator, T=2)
+    y_train = np.concatenate([p.y for p in parties])
+    majority = int(y_train.mean() > 0.5)
+    assert history.final["majority_error"] == pytest.approx(np.mean(evaluator.y != majority))

@@ -39,6 +39,11 @@ def _parties(*, seed=0, n=240, n_test=80, dims=DIMS, sparse=False):
 
 
 def _params(**values):
+    """Today's model-(8) variant unless the test names another (tests of Algorithm 1 are further below)."""
+    return build(fdml.Params, {"variant": "staleness_bounded", **values}, "experiments.test")
+
+
+def _paper(**values):
     return build(fdml.Params, values, "experiments.test")
 
 
@@ -209,12 +214,12 @@ def test_threads_mode_respects_the_bound_and_learns():
     assert network.summary()["tags"]["residual"]["messages"] == 3 * 10 * 12
 
 
-def test_traffic_audit_only_local_predictions_and_residuals_cross():
+def test_traffic_audit_staleness_bounded_only_local_predictions_and_residuals_cross():
     parties = _parties()
     params = _params(tau=2, speeds=[1, 1, 4], batch_size=24, epochs=2, local_model="nn", hidden=6)
     _, network = _fit(parties, params, capture=True)
     names = {p.name for p in parties}
-    table = {(m["tag"], m["src"], m["dst"]) for m in fdml.MESSAGES}
+    table = {(m["tag"], m["src"], m["dst"]) for m in fdml.MESSAGES_BY_VARIANT["staleness_bounded"]}
     keys = {"alpha": {"clock", "alpha"}, "refresh": {"clock"}, "alpha_refresh": {"clock", "version", "alpha"},
             "residual": {"clock", "residual"}}
     role = {**{n: "party" for n in names}, fdml.SERVER: fdml.SERVER}
@@ -269,3 +274,167 @@ def test_parameter_errors_name_the_key():
     with pytest.raises(ValueError, match="horizontal evaluation party"):
         fdml.fit(parties, make_network(fdml, parties, _params(), rng=None), _params(),
                  rng=np.random.default_rng(0), evaluation=parties[0])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Algorithm 1 as written (variant: paper / label_private)
+
+
+def _reference_paper_tau0(Xs, y, models, thetas, schedule, *, eta, lam, iterations, warmup):
+    """Lock-step Algorithm 1 (tau = 0) in plain numpy: the server's A holds each party's post-update
+    prediction for every row; iteration t uses sigmoid(sum_k A[I(t), k]), i.e. the composite model at the
+    joint iterate right after the rows' previous visit. The first `warmup` iterations use fresh
+    predictions."""
+    thetas = [t.copy() for t in thetas]
+    A = np.column_stack([m.forward(th, X)[0] for m, th, X in zip(models, thetas, Xs)])
+    out = []
+    for t in range(iterations):
+        rows = schedule.rows(t)
+        passes = [m.forward(th, X[rows]) for m, th, X in zip(models, thetas, Xs)]
+        total = sum(a for a, _ in passes) if t < warmup else A[rows].sum(axis=1)
+        r = expit(total) - y[rows]
+        step = eta / np.sqrt(t + 1)
+        thetas = [th - step * (m.backward(th, X[rows], cache, r / len(rows)) + lam * th)
+                  for m, th, X, (_, cache) in zip(models, thetas, Xs, passes)]
+        for k, (m, th, X) in enumerate(zip(models, thetas, Xs)):
+            A[rows, k] = m.forward(th, X[rows])[0]
+        if (t + 1) % schedule.n_batches == 0:
+            out.append(np.concatenate(thetas))
+    return out
+
+
+def _snapshots(trace, e):
+    return np.concatenate([snaps[e] for snaps in trace.snapshots])
+
+
+@pytest.mark.parametrize("warmup", ["sync", "x0"])
+@pytest.mark.parametrize("local_model", ["lr", "nn"])
+def test_paper_tau0_full_batch_equals_synchronous_gradient_descent(local_model, warmup):
+    # One batch per epoch: the rows' previous visit is the previous iteration, so A holds every party's
+    # current predictions and Algorithm 1 at tau = 0 is synchronous (full-batch) SGD exactly.
+    parties = _parties()
+    params = _paper(tau=0, eta=0.5, lam=1e-3, batch_size=240, epochs=6, speeds=[1, 3, 2], warmup=warmup)
+    trace, models, thetas, schedule = _simulate(parties, params, local_model=local_model)
+    expected = _reference_sgd([p.X for p in parties], parties[0].y, models, thetas, schedule, eta=0.5,
+                              lam=1e-3, iterations=6)
+    for e, w in enumerate(expected):
+        assert np.max(np.abs(_snapshots(trace, e) - w)) <= 1e-12
+
+
+@pytest.mark.parametrize("local_model", ["lr", "nn"])
+def test_paper_tau0_first_epoch_is_synchronous_sgd_then_uses_epoch_old_predictions(local_model):
+    parties = _parties(sparse=local_model == "lr")
+    params = _paper(tau=0, eta=0.5, lam=1e-3, batch_size=40, epochs=3, speeds=[1, 1, 4])
+    trace, models, thetas, schedule = _simulate(parties, params, local_model=local_model)
+    Xs, y, iters = [p.X for p in parties], parties[0].y, 3 * schedule.n_batches
+    sync = _reference_sgd(Xs, y, models, thetas, schedule, eta=0.5, lam=1e-3, iterations=iters)
+    stale = _reference_paper_tau0(Xs, y, models, thetas, schedule, eta=0.5, lam=1e-3, iterations=iters,
+                                  warmup=schedule.n_batches)
+    assert np.max(np.abs(_snapshots(trace, 0) - sync[0])) <= 1e-12  # the synchronous first epoch
+    for e, w in enumerate(stale):
+        assert np.max(np.abs(_snapshots(trace, e) - w)) <= 1e-12
+    assert np.max(np.abs(_snapshots(trace, 2) - sync[2])) > 1e-6  # and it is not synchronous SGD after it
+    assert trace.rejections > 0 and trace.gaps.max() == 0  # uneven speeds: retries, never a gap
+
+
+def test_paper_x0_warmup_reads_the_initial_predictions():
+    parties = _parties()
+    params = _paper(tau=0, eta=0.5, lam=1e-3, batch_size=40, epochs=2, warmup="x0", speeds=[2, 1, 1])
+    trace, models, thetas, schedule = _simulate(parties, params, local_model="nn")
+    expected = _reference_paper_tau0([p.X for p in parties], parties[0].y, models, thetas, schedule, eta=0.5,
+                                     lam=1e-3, iterations=2 * schedule.n_batches, warmup=0)
+    for e, w in enumerate(expected):
+        assert np.max(np.abs(_snapshots(trace, e) - w)) <= 1e-12
+
+
+def test_label_private_gives_the_same_iterates_as_paper():
+    parties = _parties()
+    for tau in (0, 3):
+        runs = [_simulate(parties, _paper(variant=v, tau=tau, eta=0.5, batch_size=40, epochs=3,
+                                          speeds=[1, 1, 4], jitter=0.5), local_model="lr")[0]
+                for v in ("paper", "label_private")]
+        for e in range(3):
+            assert np.max(np.abs(_snapshots(runs[0], e) - _snapshots(runs[1], e))) <= 1e-12
+
+
+def test_paper_clock_gap_is_bounded_and_pulls_are_rejected():
+    parties = _parties()
+    params = _paper(tau=2, speeds=[1, 1, 4], eta=1.0, batch_size=20, epochs=3)
+    first, _ = _fit(parties, params, seed=5)
+    second, _ = _fit(parties, params, seed=5)
+    def strip(records):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+    assert strip(first.records) == strip(second.records)  # same seed, same run
+    assert first.final["protocol"] == "paper" and first.final["max_gap"] == 2
+    assert first.final["rejections"] > 0
+    # Ages of the used predictions are not bounded by tau: after the first epoch they are about an epoch.
+    assert first.final["max_delay"] > 12 and first.records[-1]["mean_delay"] > 2
+    assert first.records[0]["max_delay"] == 0  # synchronous first epoch
+
+
+def test_paper_threads_mode_respects_the_clock_gap():
+    parties = _parties()
+    params = _paper(tau=2, speeds=[1, 1, 4], mode="threads", tick=1e-4, eta=4.0, lam=1e-3, batch_size=20,
+                    epochs=6)
+    history, network = _fit(parties, params)
+    assert history.final["max_gap"] <= 2
+    assert network.summary()["tags"]["sum"]["messages"] == 3 * 6 * 12
+
+
+def test_paper_lr_approaches_the_centralized_optimum():
+    parties = _parties()
+    history, _ = _fit(parties, _paper(tau=4, speeds=[1, 1, 4], eta=2.0, lam=1e-3, batch_size=20, epochs=60))
+    X = with_bias(np.hstack([p.X for p in parties]))
+    w = solve_l2_logistic(X, parties[0].y, 1e-3)
+    optimum = logistic_objective(X @ w, parties[0].y, w, 1e-3)
+    assert 0 <= history.final["train_objective"] - optimum < 5e-3
+
+
+@pytest.mark.parametrize("variant", ["paper", "label_private"])
+def test_traffic_audit_paper(variant):
+    parties = _parties()
+    params = _paper(variant=variant, tau=2, speeds=[1, 1, 4], batch_size=24, epochs=3, local_model="nn",
+                    hidden=6)
+    history, network = _fit(parties, params, capture=True)
+    names = {p.name for p in parties}
+    role = {**{n: "party" for n in names}, fdml.SERVER: fdml.SERVER}
+    table = {(m["tag"], m["src"], m["dst"]) for m in fdml.MESSAGES_BY_VARIANT[variant]}
+    keys = {"labels": {"labels"}, "pull_sync": {"clock", "alpha"}, "pull": {"clock"}, "reject": {"clock"},
+            "sum": {"clock", "sum"}, "residual": {"clock", "residual"}, "push": {"clock", "alpha"}}
+    param_sizes = {d * 6 + 12 + (j == 0) for j, d in enumerate(DIMS)} | set(DIMS)
+    seen = set()
+    for msg in network.messages:
+        assert (msg.tag, role[msg.src], role[msg.dst]) in table
+        assert fdml.SERVER in (msg.src, msg.dst)
+        assert set(msg.payload) == keys[msg.tag]
+        for key, value in msg.payload.items():
+            if key == "labels":  # the paper sends the labels to every worker, and nothing else carries them
+                np.testing.assert_array_equal(value, parties[0].y)
+            elif key == "clock":
+                assert isinstance(value, int)
+            else:
+                assert value.dtype == np.float64 and value.shape == (24,)
+                assert value.size not in param_sizes and not np.all(np.isin(value, (0.0, 1.0)))
+        seen.add(msg.tag)
+    assert seen == {m["tag"] for m in fdml.MESSAGES_BY_VARIANT[variant]} - {"init"}
+    tags = network.summary()["tags"]
+    assert tags["push"]["messages"] == 3 * 3 * 10
+    answers = tags["sum" if variant == "paper" else "residual"]["messages"]
+    assert answers == 3 * 3 * 10 and tags["reject"]["messages"] == history.final["rejections"]
+    assert tags["pull"]["messages"] == 3 * 2 * 10 + history.final["rejections"]
+    assert ("labels" in tags) == (variant == "paper")
+
+
+def test_cost_model_prices_compute_and_messages_but_not_rejections():
+    parties = _parties()
+    base = dict(batch_size=20, epochs=2, eta=1.0, speeds=[1, 1, 4])
+    runs = {tau: _fit(parties, _paper(tau=tau, **base))[0] for tau in (0, 2)}
+    assert runs[0].final["rejections"] != runs[2].final["rejections"]
+    assert runs[0].final["cost_seconds"] == pytest.approx(runs[2].final["cost_seconds"], rel=1e-12)
+    # Per worker and iteration: labels once, pull, answer, push; 24 floats per answer and push.
+    free = _fit(parties, _paper(tau=0, latency=0.0, bandwidth=1e30, flop_rate=1.0, **base))[0]
+    assert free.final["cost_seconds"] == pytest.approx(2 * 12 * 20 * 4 * (max(DIMS) + 0), rel=1e-12)
+    alone = _fit(parties, _paper(features="all", flop_rate=1.0, **{**base, "speeds": [1]}))[0]
+    assert alone.final["protocol"] == "sgd"
+    assert alone.final["cost_seconds"] == pytest.approx(2 * 12 * 20 * 4 * sum(DIMS), rel=1e-12)

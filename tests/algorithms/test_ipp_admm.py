@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ppml.algorithms import ipp_admm, pp_admm
-from ppml.algorithms.decentralized_admm import make_agents
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
+from ppml.privacy import zcdp
 from ppml.privacy.events import ZCDPEvent
 from ppml.privacy.paper_bounds import evaluate
 
@@ -45,7 +45,9 @@ def test_minus_infinity_alpha_broadcasts_every_round_until_c(data):
 
 def test_noise_off_reaches_the_centralized_optimum(data):
     parties, evaluator = data
-    history, _, _ = run(parties, evaluator, noise=False, beta=1e-10, T=150, c=150, alpha=-math.inf)
+    # paper variant, noise off, lam_hat = N lam: the mean-loss ADMM with eta = 0.5 needs many rounds
+    history, _, _ = run(parties, evaluator, noise=False, beta=1e-10, T=400, c=400, alpha=-math.inf,
+                        lam_hat_rule="lam")
     X = np.vstack([p.X for p in parties])
     y = np.concatenate([p.y for p in parties])
     f_star = objective_and_gradient(solve_l2_logistic(X, y, LAM), X, y, LAM)[0]
@@ -65,18 +67,56 @@ def test_quality_is_the_clipped_loss_decrease():
 
 def test_sigma1_uses_epsilon_i1_and_the_budget_meets_the_target(data):
     parties, evaluator = data
-    history, _, params = run(parties, evaluator, T=8, epsilon=2.0)
+    history, _, params = run(parties, evaluator, T=8, epsilon=2.0, calibration="exact")
     budget = params.budget(svt_share=params.svt_share, c=params.c)
-    rng = np.random.default_rng(0)
-    agent = make_agents(parties, ipp_admm.network_for(parties, params, rng=rng), loss_scale="sum", rng=rng)[0]
-    alg2 = pp_admm.calibrate_agent(agent, params, budget, sigma1_epsilon=budget.epsilon_i1)
-    assert history.extra["agents"][agent.name]["sigma1"] == pytest.approx(alg2.sigma1)
-    assert alg2.sigma1 == pytest.approx(2.0 * (1 + math.sqrt(2 * math.log(1e4))) / budget.epsilon_i1)
-    assert evaluate(history.ledger.paper_bound)["epsilon"] == pytest.approx(2.0, rel=1e-9)
-    svt_events = [e for e in history.ledger.events
-                  if isinstance(e, ZCDPEvent) and e.rho == pytest.approx(budget.rho_svt)]
+    # the split by hand: 10 % of rho_total to the SVT, the rest over c = 15 releases (Theorem 4.1)
+    rho_total = zcdp.rho_exact(2.0, 1e-4)
+    per_release = 0.9 * rho_total / 15
+    assert budget.rho_i2 == pytest.approx(per_release * 0.001)
+    assert budget.rho_i1 == pytest.approx(per_release * 0.999)
+    assert (budget.eps1 + budget.eps2) ** 2 / 2 == pytest.approx(0.1 * rho_total)
+    eps_i1 = budget.rho_i1 + 2 * math.sqrt(budget.rho_i1 * math.log(1e4))
+    assert budget.epsilon_i1 == pytest.approx(eps_i1)
+    sigma1 = history.extra["agents"]["agent1"]["sigma1"]
+    # Algorithm 2 line 6 as printed: epsilon_i1 (not epsilon_i3), |D_i| = 120
+    assert sigma1 == pytest.approx(2 * math.sqrt(2 * math.log(1.25e4)) / (120 * eps_i1))
+    # Theorem 4.1: rho'_i = (eps1 + eps2)^2 / 2 + c (rho_i1 + rho_i2) meets the target exactly
+    bound = evaluate(history.ledger.paper_bound)
+    assert bound["rho"] == pytest.approx(0.1 * rho_total + 15 * (budget.rho_i1 + budget.rho_i2))
+    assert bound["epsilon"] == pytest.approx(2.0, rel=1e-9)
+    rho_svt = (budget.eps1 + budget.eps2) ** 2 / (2 * 15)
+    svt_events = [e for e in history.ledger.events if isinstance(e, ZCDPEvent) and e.rho == pytest.approx(rho_svt)]
     assert len(svt_events) == 5 and all(e.count == 1 for e in svt_events)
-    assert all(e.count == 8 for e in history.ledger.events if e not in svt_events)
+    # the tight ledger charges the c releases, not the T rounds
+    assert all(e.count == 15 for e in history.ledger.events if e not in svt_events)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 10.0])
+def test_paper_calibration_of_ipp_overshoots_like_pp(data, epsilon):
+    parties, evaluator = data
+    history, _, params = run(parties, evaluator, T=2, epsilon=epsilon)
+    bound = evaluate(history.ledger.paper_bound)
+    budget = params.budget(svt_share=params.svt_share, c=params.c)
+    assert bound["rho"] == pytest.approx(budget.rho_total) and budget.rho_total == pytest.approx(
+        epsilon ** 2 / (4 * math.log(1e4)))
+    assert bound["epsilon"] > epsilon
+
+
+@pytest.mark.parametrize("option, expected", [("paper", 4.0), ("per_record", 4.0 / 120)])
+def test_svt_sensitivity_options(data, option, expected):
+    parties, evaluator = data
+    history, _, _ = run(parties, evaluator, T=2, svt_sensitivity=option)
+    assert any(f"quality sensitivity {expected:.6g} ({option})" in n for n in history.ledger.notes)
+    recon, _, _ = run(parties, evaluator, T=2, variant="reconstructed", loss_scale="sum", calibration="exact")
+    assert any("quality sensitivity 4 (reconstructed)" in n for n in recon.ledger.notes)
+
+
+def test_per_record_sensitivity_lets_alpha_decide(data):
+    # with the SVT's noise scaled to a per-record sensitivity, the threshold alpha changes the decisions
+    parties, evaluator = data
+    low, _, _ = run(parties, evaluator, T=6, epsilon=10.0, alpha=-1.0, svt_sensitivity="per_record")
+    high, _, _ = run(parties, evaluator, T=6, epsilon=10.0, alpha=1.0, svt_sensitivity="per_record")
+    assert sum(low.extra["broadcasts"].values()) > sum(high.extra["broadcasts"].values())
 
 
 def test_traffic_audit_and_determinism(data):

@@ -26,7 +26,9 @@ def run(parties, evaluator, **kw):
 
 def test_noise_off_reaches_the_centralized_optimum(data):
     parties, evaluator = data
-    history, _, _ = run(parties, evaluator, noise=False, beta=1e-10, T=150)
+    # paper variant, noise off, lam_hat = N lam: the run's objective is the centralized one (mean loss +
+    # lam/2 ||theta||^2); the mean-loss ADMM with eta = 0.5 needs many rounds to get there
+    history, _, _ = run(parties, evaluator, noise=False, beta=1e-10, T=400, lam_hat_rule="lam")
     X = np.vstack([p.X for p in parties])
     y = np.concatenate([p.y for p in parties])
     f_star = objective_and_gradient(solve_l2_logistic(X, y, LAM), X, y, LAM)[0]
@@ -35,11 +37,39 @@ def test_noise_off_reaches_the_centralized_optimum(data):
 
 
 def test_calibration_by_hand(data):
+    # paper variant, Algorithm 1 lines 2-9 and §5's budget, computed by hand (specs/pp_admm_paper.md)
     parties, _ = data
     params = pp_admm.Params(lam=LAM, epsilon=1.0)
     rng = np.random.default_rng(0)
+    agents = pp_admm.build_agents(parties, pp_admm.network_for(parties, params, rng=rng), params, rng=rng)
+    budget = params.budget()
+    rho_total = 1.0 / (4 * math.log(1e4))                    # §5: epsilon^2 / (4 ln 1/delta)
+    rho_i1, rho_i2 = rho_total * 0.999 / 30, rho_total * 0.001 / 30
+    eps_i1 = rho_i1 + 2 * math.sqrt(rho_i1 * math.log(1e4))
+    assert budget.rho_total == pytest.approx(rho_total) and budget.rho_i2 == pytest.approx(rho_i2)
+    assert budget.epsilon_i1 == pytest.approx(eps_i1) and budget.epsilon_i3 == pytest.approx(0.99 * eps_i1)
+    noises, info = pp_admm.calibrate_all(agents, params, budget, sigma1_from="epsilon_i3")
+    line3 = 2.8 * 5 * 0.25 / (0.01 * eps_i1 * 120)           # line 3, |D_i| = 120, N = 5
+    assert line3 > 5 * LAM                                   # line 3 binds here
+    assert info["lam_hat_line3"] == pytest.approx(line3) and info["lam_hat"] == pytest.approx(line3)
+    agent = agents[0]
+    noise = noises[agent.name]
+    mu = line3 / 5 + 2 * 0.5 * agent.degree
+    assert noise.lam_hat == pytest.approx(line3 / 5) and noise.strong_convexity == pytest.approx(mu)
+    assert noise.sigma1 == pytest.approx(2 * math.sqrt(2 * math.log(1.25e4)) / (120 * 0.99 * eps_i1))
+    assert noise.sigma2 == pytest.approx(10 ** -3.5 / (math.sqrt(2 * rho_i2) * mu))
+    assert noise.sensitivity2 == pytest.approx(2 * 10 ** -3.5 / mu)
+    assert agent.row_weight == pytest.approx(1 / 120)
+
+
+def test_reconstructed_variant_keeps_the_earlier_calibration(data):
+    parties, _ = data
+    params = pp_admm.Params(lam=LAM, epsilon=1.0, variant="reconstructed", loss_scale="sum",
+                            calibration="exact")
+    rng = np.random.default_rng(0)
     agents = make_agents(parties, pp_admm.network_for(parties, params, rng=rng), loss_scale="sum", rng=rng)
     budget = params.budget()
+    assert budget.rho_total == pytest.approx(zcdp.rho_exact(1.0, 1e-4))
     agent = agents[0]
     noise = pp_admm.calibrate_agent(agent, params, budget, sigma1_epsilon=budget.epsilon_i3)
     # sum scale: row weight 1, local l2 weight n_i * lam = 120 * 0.05 = 6
@@ -50,9 +80,25 @@ def test_calibration_by_hand(data):
     assert noise.sigma1 == pytest.approx(2.0 * (1 + math.sqrt(2 * math.log(1e4))) / budget.epsilon_i3)
     assert noise.sigma2 == pytest.approx((2 * 10 ** -3.5 / mu) / math.sqrt(2 * budget.rho_i2))
     assert noise.jacobian_epsilon <= budget.epsilon_i1 - budget.epsilon_i3
-    credit = pp_admm.calibrate_agent(agent, pp_admm.Params(lam=LAM, penalty_credit=True), budget,
-                                     sigma1_epsilon=budget.epsilon_i3)
+    credit_params = pp_admm.Params(lam=LAM, variant="reconstructed", loss_scale="sum", penalty_credit=True)
+    credit = pp_admm.calibrate_agent(agent, credit_params, budget, sigma1_epsilon=budget.epsilon_i3)
     assert credit.lam_hat == pytest.approx(max(6.0, lam_hat - 2 * 0.5 * agent.degree))
+    with pytest.raises(Exception, match="penalty_credit"):
+        pp_admm.Params(lam=LAM, penalty_credit=True)
+
+
+@pytest.mark.parametrize("lam, certified", [(1e-4, False), (1.0, True)])
+def test_a_fixed_lam_hat_is_certified_only_if_it_reaches_line_3(data, lam, certified):
+    parties, evaluator = data
+    history, _, params = fit_module(pp_admm, parties, evaluator, lam=lam, T=2, epsilon=1.0,
+                                    lam_hat_rule="lam")
+    info = history.extra["lam_hat"]
+    assert info["lam_hat"] == pytest.approx(5 * lam)
+    assert (info["lam_hat"] >= info["lam_hat_line3"]) is certified
+    assert history.ledger.certified is certified
+    line3_run, _, _ = fit_module(pp_admm, parties, evaluator, lam=lam, T=2, epsilon=1.0)
+    assert line3_run.extra["lam_hat"]["lam_hat"] == pytest.approx(max(5 * lam, info["lam_hat_line3"]))
+    assert line3_run.ledger.certified
 
 
 def test_a_solve_that_misses_beta_is_never_released(data):
@@ -72,18 +118,27 @@ def test_a_solve_that_misses_beta_is_never_released(data):
 
 def test_ledger_describes_the_noise_and_the_paper_bound_meets_the_target(data):
     parties, evaluator = data
-    history, _, params = run(parties, evaluator, T=10, epsilon=1.5)
+    # calibration "exact": Theorem 3.3's bound is exactly the target; "paper" overshoots (documented)
+    history, _, params = run(parties, evaluator, T=10, epsilon=1.5, calibration="exact")
     ledger = history.ledger
     assert ledger.certified and ledger.target_epsilon == 1.5 and ledger.delta == 1e-4
     assert len(ledger.events) == 3 * 5 and all(e.count == 10 for e in ledger.events)
     assert evaluate(ledger.paper_bound)["epsilon"] == pytest.approx(1.5, rel=1e-9)
+    paper_cal, _, _ = run(parties, evaluator, T=10, epsilon=1.5)
+    assert evaluate(paper_cal.ledger.paper_bound)["epsilon"] > 1.5
     budget = params.budget()
     acc = zcdp.ZCDPAccountant()
     for event in ledger.events:
         acc.compose(event)
     sigma1 = history.extra["agents"]["agent1"]["sigma1"]
+    sens1 = history.extra["agents"]["agent1"]["sensitivity1"]
+    mu = history.extra["agents"]["agent1"]["strong_convexity"]
     eps_j = history.extra["agents"]["agent1"]["jacobian_epsilon"]
-    per_round = 2.0 ** 2 / (2 * sigma1 ** 2) + eps_j ** 2 / 2 + budget.rho_i2
+    assert sens1 == pytest.approx(2 / 120)
+    sigma2 = history.extra["agents"]["agent1"]["sigma2"]
+    per_round = sens1 ** 2 / (2 * sigma1 ** 2) + eps_j ** 2 / 2 + (2 * 10 ** -3.5 / mu) ** 2 / (2 * sigma2 ** 2)
+    # the tight ledger's output release has sensitivity 2 beta/mu, four times rho_i2
+    assert (2 * 10 ** -3.5 / mu) ** 2 / (2 * sigma2 ** 2) == pytest.approx(4 * budget.rho_i2)
     assert acc.rho("agent1") == pytest.approx(10 * per_round)
     assert any("epsilon_i3" in note for note in ledger.notes)
 

@@ -45,8 +45,22 @@ The x-update matrix is factored once per party (Cholesky of the d_m x d_m Gram f
 
 Noise
 -----
-- ``sigma > 0`` (the paper's figure sweeps): N(0, sigma^2) on every shared value. No bound of Assumption 2
-  is enforced, so no sensitivity holds and epsilon is *not certified*; the ledger says so.
+- ``sigma > 0`` (the paper's figure sweeps): fixed noise, in one of two forms (``noise_form``):
+
+  - ``shares`` (default): N(0, sigma^2) on every one of the N shared values ``D_m x_m``: Theorem 3's wording
+    and what the authors' prototype does;
+  - ``eq16``: equation (16) as printed: the party perturbs its parameters, ``x_m + xi_m`` with
+    ``xi_m ~ N(0, sigma^2 (D_m^T D_m)^-1)``, and shares ``D_m (x_m + xi_m)``. ``D_m xi_m`` then has covariance
+    ``sigma^2 P_m``, ``P_m`` the orthogonal projector onto the column space of ``D_m``: N(0, sigma^2) along
+    each of the rank(D_m) <= d_m directions of that space and nothing outside it. Its total energy is
+    ``sigma^2 rank(D_m)`` against ``sigma^2 N`` for ``shares`` (about 500 times less on a9a's blocks). Where
+    ``D_m^T D_m`` is singular (a9a's one-hot groups sum to the bias column) the inverse is read as the
+    pseudo-inverse: ``xi_m = sigma V_r E_r^{-1/2} u``, ``u ~ N(0, I_r)``, from the eigendecomposition
+    ``D_m^T D_m = V E V^T`` restricted to its r nonzero eigenvalues (or ``D_m xi_m = sigma U_r u`` from the
+    eigenvectors of ``D_m D_m^T`` when d_m > N), which is exact and costs one small eigendecomposition.
+
+  No bound of Assumption 2 is enforced, so no sensitivity holds and epsilon is *not certified*; the ledger
+  says so.
 - ``epsilon``, ``delta`` (calibrated): Assumption 2 is enforced in the run: each party scales its rows of
   norm above 1 onto the unit sphere (the bias column included), the x-update is solved exactly over the
   ball ``||x_m|| <= b1``, ``z_i`` and ``y_i`` are projected onto ``[-b1, b1]``, and ``c1 >= b1`` bounds
@@ -54,7 +68,13 @@ Noise
   the summed loss's weight, whichever ``objective`` states lam) from the smallest eigenvalue ``d_m`` of its
   ``D_m^T D_m`` (a singular ``D_m^T D_m`` has no finite sensitivity and is refused). The ledger then carries
   one Gaussian event per party (sigma, sensitivity, epochs) and the paper's Corollary 1 bound; the account
-  stage adds the tight bound of :mod:`ppml.privacy.accountants`.
+  stage adds the tight bound of :mod:`ppml.privacy.accountants`. Calibration uses the ``shares`` form only:
+  Theorem 3 bounds the L2 sensitivity of the N-vector ``D_m x_m`` and the Gaussian mechanism it invokes adds
+  iid noise to all N values. Under ``eq16`` the released share lies in the column space of ``D_m`` exactly,
+  and changing one row of ``D_m`` changes that space; the released vectors of two neighbouring data sets
+  then lie (almost surely) in different d_m-dimensional subspaces of R^N, so their distributions are mutually
+  singular and no (epsilon, delta < 1) holds, whatever sigma. ``epsilon`` with ``noise_form: eq16`` is
+  therefore refused.
 
 References
 ----------
@@ -73,6 +93,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import scipy.linalg
@@ -90,7 +111,8 @@ from ppml.privacy.bounds_admm_sharing import corollary1, theorem3_sensitivity, t
 from ppml.privacy.events import GaussianEvent
 from ppml.privacy.mechanisms import gaussian
 
-__all__ = ["MESSAGES", "Params", "fit", "z_update", "x_update_solver", "TAG_BROADCAST", "TAG_SHARE"]
+__all__ = ["MESSAGES", "Params", "fit", "z_update", "x_update_solver", "ColumnSpaceNoise", "TAG_BROADCAST",
+           "TAG_SHARE"]
 
 TAG_BROADCAST = "residual_dual"
 TAG_SHARE = "share"
@@ -104,10 +126,13 @@ MESSAGES: tuple[dict[str, str], ...] = (
      "protection": "none of its own; computed from the (noised, in the DP variant) shares and the labels"},
     {"tag": TAG_SHARE, "src": "every other party", "dst": "central node (label holder)",
      "content": "the party's share D_m x_m: one value per sample, every epoch",
-     "protection": "Gaussian noise N(0, sigma^2) on every value in the DP variant (eq. 16); exact otherwise"},
+     "protection": "DP variant: Gaussian noise N(0, sigma^2) on every value (noise_form shares), or "
+                   "D_m xi_m with xi_m ~ N(0, sigma^2 (D_m^T D_m)^+) (noise_form eq16); exact otherwise"},
 )
 
 Z_TOL = 1e-10  # absolute accuracy of every z_i
+
+NoiseForm = Literal["shares", "eq16"]
 
 
 @dataclass(frozen=True)
@@ -129,7 +154,12 @@ class Params:
         Stop when the root-mean-square primal residual ``||s - z|| / sqrt(N)`` and dual residual
         ``rho ||z - z_prev|| / sqrt(N)`` are both at most these.
     sigma : float
-        Fixed noise std on every shared value (the paper's sweeps); epsilon is then not certified.
+        Fixed noise std (the paper's sweeps); epsilon is then not certified.
+    noise_form : {"shares", "eq16"}
+        Where fixed noise goes: ``shares`` adds N(0, sigma^2) to each of the N shared values (Theorem 3, the
+        authors' prototype); ``eq16`` perturbs x_m by N(0, sigma^2 (D_m^T D_m)^+) as equation (16) prints
+        it, so the share's noise is sigma^2 times the projector onto D_m's column space. Calibrated runs
+        (epsilon) need ``shares``.
     epsilon, delta : float or None
         Per-epoch (epsilon, delta) for calibrated noise by Theorem 3; set both, and leave sigma at 0.
     b1 : float
@@ -146,6 +176,7 @@ class Params:
     tol_primal: float = field(default=1e-6, metadata={"ge": 0})
     tol_dual: float = field(default=1e-6, metadata={"ge": 0})
     sigma: float = field(default=0.0, metadata={"ge": 0})
+    noise_form: NoiseForm = "shares"
     epsilon: float | None = field(default=None, metadata={"gt": 0})
     delta: float | None = field(default=None, metadata={"gt": 0, "lt": 1})
     b1: float = field(default=10.0, metadata={"gt": 0})
@@ -157,6 +188,11 @@ class Params:
                             f"epsilon={self.epsilon!r}, delta={self.delta!r}")
         if self.calibrated and self.sigma > 0:
             fail("sigma", f"must be 0 when epsilon and delta calibrate the noise, got {self.sigma!r}")
+        if self.calibrated and self.noise_form != "shares":
+            fail("noise_form", f"must be 'shares' when epsilon calibrates the noise, got {self.noise_form!r}: "
+                               "Theorem 3's guarantee is for iid noise on the N shared values; eq. (16)'s noise "
+                               "lies in the column space of D_m, which one changed row moves, so neighbouring "
+                               "data sets give mutually singular outputs and no epsilon holds")
         if self.c1 is not None and self.c1 < self.b1:
             fail("c1", f"must be >= b1 = {self.b1!r} (||grad R_m(x_m)|| = ||x_m|| reaches b1), "
                        f"got {self.c1!r}")
@@ -303,6 +339,41 @@ def x_update_solver(D: Matrix, *, rho: float, lam: float, radius: float | None =
     return _GramSolver(D, rho=rho, lam=lam) if d <= n else _KernelSolver(D, rho=rho, lam=lam)
 
 
+class ColumnSpaceNoise:
+    """Equation (16)'s share noise ``D xi``, ``xi ~ N(0, sigma^2 (D^T D)^+)``: covariance ``sigma^2 P_col(D)``.
+
+    With ``D^T D = V E V^T`` and r eigenvalues above the rank tolerance, ``xi = sigma V_r E_r^{-1/2} u`` for
+    ``u ~ N(0, I_r)`` has covariance ``sigma^2 (D^T D)^+`` and ``D V_r E_r^{-1/2}`` has orthonormal columns
+    spanning D's column space. When D has more columns than rows the same space is spanned by the
+    eigenvectors of ``D D^T`` with nonzero eigenvalues, used directly. Eigenvalues below
+    ``max(N, d) * eps * largest`` count as zero (the Gram form squares D's condition number, so its rounding
+    error is of that order).
+
+    Attributes
+    ----------
+    rank : int
+        Dimension r of the column space: the number of independent N(0, sigma^2) components per release.
+    """
+
+    def __init__(self, D: Matrix, *, sigma: float) -> None:
+        n, d = D.shape
+        self._D, self._sigma = D, sigma
+        self._gram = d <= n
+        if self._gram:
+            e, V = np.linalg.eigh(_gram(D))
+        else:
+            K = D @ D.T
+            e, V = np.linalg.eigh(K.toarray() if sp.issparse(K) else np.asarray(K))
+        keep = e > max(n, d) * np.finfo(float).eps * max(float(e[-1]), 0.0)
+        self.rank = int(np.count_nonzero(keep))
+        self._basis = V[:, keep] / np.sqrt(e[keep]) if self._gram else V[:, keep]
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One release's noise on the N shared values."""
+        u = rng.normal(0.0, self._sigma, size=self.rank)
+        return np.asarray(self._D @ (self._basis @ u)) if self._gram else self._basis @ u
+
+
 # -----------------------------------------------------------------------------------------------------------
 # roles: each sees only its own Party and its Endpoint
 
@@ -359,6 +430,11 @@ class _PartyRole:
         else:
             solver = x_update_solver(D, rho=params.rho, lam=lam_s)
             self.sigma = params.sigma
+        self._column_noise = (ColumnSpaceNoise(D, sigma=self.sigma)
+                              if params.noise_form == "eq16" and self.sigma > 0 else None)
+        # independent N(0, sigma^2) components per release: N (shares), rank(D_m) (eq16), none without noise
+        self.noise_rank = (0 if self.sigma == 0 else D.shape[0] if self._column_noise is None
+                           else self._column_noise.rank)
         self._D, self._D_test, self._solver = D, D_test, solver
         self.n_columns = D.shape[1]
         self.x = np.zeros(D.shape[1])
@@ -372,7 +448,9 @@ class _PartyRole:
         self.x = self._solver.solve(dual + self._rho * (residual - self.sent_share))
         self.clean_share = np.asarray(self._D @ self.x)
         if self.sigma > 0:
-            if self.sensitivity is None:  # fixed sigma: no sensitivity bound holds, so no privacy event
+            if self._column_noise is not None:  # eq. (16): D_m xi_m, fixed sigma only
+                noise = self._column_noise.draw(self._rng)
+            elif self.sensitivity is None:  # fixed sigma: no sensitivity bound holds, so no privacy event
                 noise = self._rng.normal(0.0, self.sigma, size=self.clean_share.shape)
             else:
                 noise, self._event = gaussian(self._rng, self.clean_share.shape, sigma=self.sigma,
@@ -476,6 +554,12 @@ def _ledger(history: History, roles: list[_PartyRole], params: Params, epochs: i
             f"Theorem 3's lambda is the summed loss's l2 weight lam_s = {lam_s:g} (objective: "
             f"{params.objective}, lam = {params.lam:g})",
         ]
+    elif params.sigma > 0 and params.noise_form == "eq16":
+        ranks = ", ".join(f"{r.name}: {r.noise_rank}" for r in roles)
+        ledger.notes.append(f"fixed noise of eq. (16): x_m + xi_m with xi_m ~ N(0, {params.sigma:g}^2 "
+                            "(D_m^T D_m)^+), so each share carries N(0, sigma^2) along the column space of D_m "
+                            f"only (dimension {ranks}); no sensitivity bound holds for it: epsilon not "
+                            "certified")
     elif params.sigma > 0:
         ledger.notes.append(f"fixed noise sigma = {params.sigma:g} on every shared value D_m x_m; "
                             "Assumption 2 is not enforced, so no sensitivity bound holds: "
@@ -556,7 +640,8 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         lam_sum=lam_s,
         parties={r.name: {"columns": r.n_columns, "sigma": r.sigma, "sensitivity": r.sensitivity,
                           "smallest_eigenvalue": r.smallest_eigenvalue, "rows_clipped": r.rows_clipped,
-                          "x_norm": float(np.linalg.norm(r.x)), "releases": r.releases} for r in roles},
+                          "x_norm": float(np.linalg.norm(r.x)), "releases": r.releases,
+                          "noise_rank": r.noise_rank} for r in roles},
         z_abs_max=float(np.max(np.abs(central.z))),
         y_abs_max=float(np.max(np.abs(central.y))),
     )

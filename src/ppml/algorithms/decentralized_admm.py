@@ -53,6 +53,7 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.special import expit
 
+from ppml.algorithms._majority import majority_error
 from ppml.algorithms.centralized import test_rows
 from ppml.config import ParamError
 from ppml.history import History
@@ -441,7 +442,8 @@ class Evaluator:
         return out
 
     def finish(self, history: History, thetas: list[np.ndarray], **extra: Any) -> None:
-        """Final metrics over every agent's model (see the module docstring), plus the average model's."""
+        """Final metrics over every agent's model (see the module docstring), plus the average model's and
+        the majority-class test error (the trivial baseline every error is shown beside)."""
         th = np.vstack(thetas)
         _, objectives = self._objectives(th)
         n_agents = len(thetas)
@@ -452,7 +454,8 @@ class Evaluator:
             errors = np.mean((scores > 0) != (self.y_test[:, None] == 1), axis=0)
             average_scores = self.X_test @ th.mean(axis=0)
             extra.update(test_error_worst_agent=float(errors.max()),
-                         test_error_average_model=float(np.mean((average_scores > 0) != (self.y_test == 1))))
+                         test_error_average_model=float(np.mean((average_scores > 0) != (self.y_test == 1))),
+                         majority_error=majority_error(self.y01, self.y_test))
             test_scores, y_test = scores.T.ravel(), np.tile(self.y_test, n_agents)
         history.finish(train_objective=float(objectives.mean()), y_train=np.tile(self.y01, n_agents),
                        train_scores=train_scores, y_test=y_test, test_scores=test_scores,

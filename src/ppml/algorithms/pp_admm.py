@@ -2,38 +2,50 @@
 
 Reproduces the PP-ADMM curves of the paper's Fig. 5-7 (test error rate versus epsilon on Adult, average
 training loss per iteration) and its parameter studies (Fig. 1-2: the budget split and the gradient
-tolerance beta). Each round, each agent i
+tolerance beta).
 
-1. sets lambda-hat (line 3), the l2 weight its perturbed problem needs for the objective perturbation to be
-   private: ``lambda_hat = max(s lam, r c1 w / (epsilon_i1 - epsilon_i3))`` with r = 2 (replace-one changes a
-   rank-2 part of the Hessian), c1 = 1/4 (logistic smoothness), w the weight of one row's loss in the local
-   objective and s lam its own l2 weight (w = 1 and s = B_i on the default ``loss_scale: sum``; see
-   :mod:`~ppml.algorithms.decentralized_admm`). This is Approximate Minima Perturbation's rule [2]_;
-   with ``penalty_credit`` the ADMM penalty's own strong convexity 2 eta V_i is counted toward it;
-2. draws b_i1 ~ N(0, sigma_i1^2 I) with ``sigma_i1 = 2 w (1 + sqrt(2 ln(1/delta_i1))) / epsilon_i3`` and
-   solves the perturbed local problem
-   ``f_i(theta) + b_i1^T theta + 2 lambda_i^T theta + eta sum_j ||theta - c_ij||^2`` (f_i with lambda_hat)
-   only approximately: Newton's method stops as soon as the gradient norm is <= beta, and the stopping
-   criterion is re-checked on the returned point (a solve that did not reach beta raises
-   :class:`InexactSolveError`; it is never released);
-3. releases ``theta_i + b_i2``, b_i2 ~ N(0, sigma_i2^2 I), ``sigma_i2 = Delta_2 / sqrt(2 rho_i2)`` with the
-   L2 sensitivity ``Delta_2 = 2 beta / mu_i`` of an approximate minimizer (mu_i = lambda_hat + 2 eta V_i is
-   the strong convexity of the objective above);
-4. updates its dual from its neighbours' released models, as in :mod:`~ppml.algorithms.decentralized_admm`.
+``variant: paper`` (default) is Algorithm 1 as written (``specs/pp_admm_paper.md``). Agent i's local
+objective is the **mean** loss plus a share of the regularizer,
+``f_i(theta) = (1/|D_i|) sum_n L(y theta^T x) + (lam_hat/N) ||theta||^2 / 2``, and the ADMM penalty eta is
+not rescaled. Each round, each agent i
 
-Budget (DESIGN.md §8): rho_total from the target epsilon (exact inverse by default, the paper's
-``epsilon^2 / (4 ln 1/delta)`` with ``calibration: paper``), ``rho_i1 = rho_total (1 - splits) / T``,
+1. (line 3, once) ``lam_hat = max(N lam, max_i 2.8 N c1 / ((epsilon_i1 - epsilon_i3) |D_i|))``, c1 = 1/4;
+   ``lam`` is only a floor (it sets lam_hat when the noise is off with ``lam_hat_rule: lam``);
+2. (line 6) draws b_i1 ~ N(0, sigma_i1^2 I), ``sigma_i1 = 2 sqrt(2 ln(1.25/delta_i1)) / (|D_i| epsilon_i3)``
+   (the Gaussian mechanism on a mean-loss gradient of L2 sensitivity 2/|D_i|);
+3. (line 8) solves ``L_per(theta) = f_i + (2 lambda_i + b_i1)^T theta + eta sum_j ||c_ij - theta||^2`` by
+   Newton's method until ``||grad L_per|| <= beta`` (re-checked on the returned point; a miss raises
+   :class:`InexactSolveError` and is never released);
+4. (lines 9-10) releases ``theta_hat + b_i2``, ``sigma_i2 = beta / (sqrt(2 rho_i2) (lam_hat/N + 2 eta |B_i|))``.
+   Note: this is the Gaussian mechanism for an L2 sensitivity beta/mu; two beta-approximate minimizers of
+   the same mu-strongly convex problem can lie 2 beta/mu apart (AMP [2]_ uses 2 beta/mu), so the tight
+   accountant's ledger records the output release with sensitivity 2 beta/mu (the paper's bound uses rho_i2
+   as written);
+5. (line 16) updates its dual from its neighbours' released models.
+
+Budget (§5): ``rho_total = epsilon^2 / (4 ln 1/delta)`` (``calibration: paper``, the default here; it
+overshoots: the conversion of Theorem 3.3 then certifies 12.7 instead of 10 at epsilon = 10 and 1.03 instead
+of 1; ``calibration: exact`` uses the exact inverse), ``rho_i1 = rho_total (1 - splits) / T``,
 ``rho_i2 = rho_total splits / T``, ``epsilon_i1 = rho_i1 + 2 sqrt(rho_i1 ln 1/delta_i1)``,
-``epsilon_i3 = 0.99 epsilon_i1``. The paper's bound (Theorem 3.3, :mod:`ppml.privacy.bounds_pp_admm`) of
-such a run equals the target. The ledger describes the mechanism for the tight accountant: per agent and
-round, a Gaussian release of sigma_i1 on a gradient of sensitivity 2w (the objective perturbation), its
-Jacobian factor as a pure ``eps_J = 2 ln(1 + c1 w / mu_i)``-DP term (``eps_J <= epsilon_i1 - epsilon_i3``),
-and the Gaussian output release.
+``epsilon_i3 = eps3_ratio epsilon_i1`` (0.99). The ledger records which calibration ran.
 
-UNVERIFIED (the paper's body was not available; switchable and recorded in each run's notes):
-the scale of the local objective on which beta bounds the gradient (``loss_scale``: unit weight per row by
-default; the mean-loss form makes the output noise about B_i times larger), the lambda-hat rule of line 3,
-and the Theorems' exact forms.
+Consequence (measured, see the report's decomposition study): with 1 % of epsilon_i1 left to line 3,
+lam_hat/N on Adult (|D_i| = 7000) is about 0.11, 0.055, 0.028, 0.005 at epsilon = 0.5, 1, 2, 10: a ridge
+weight at which logistic regression on Adult predicts the majority class. The error at small epsilon comes
+from line 3's regularizer, not from the noise.
+
+``lam_hat_rule: lam`` replaces line 3 by ``lam_hat = N lam`` (a fixed lam_hat; the run is certified only if
+that is at least line 3's value). ``noise: false`` switches both noises off but keeps lam_hat by its rule.
+
+``variant: reconstructed`` is the form this project used before the paper's text was available (the summed
+or mean scale by ``loss_scale``, lam_hat = max(s lam, 2 c1 w/(epsilon_i1 - epsilon_i3)),
+sigma_i1 = 2w(1 + sqrt(2 ln 1/delta_i1))/epsilon_i3, sigma_i2 = (2 beta/mu)/sqrt(2 rho_i2)); together with
+``loss_scale: sum`` and ``calibration: exact`` it reproduces the earlier results. Each run's ledger notes
+which variant ran.
+
+Ledger for the tight accountant (both variants): per agent and round, a Gaussian release of sigma_i1 on a
+gradient of sensitivity 2w (w = 1/|D_i| in the paper variant), the Jacobian factor as a pure
+``eps_J = 2 ln(1 + c1 w / mu_i)``-DP term (a ZCDPEvent of eps_J^2/2), and the Gaussian output release.
 
 Threat model: agents are honest-but-curious and may collude; each agent's rows are protected, against its
 neighbours and anyone who sees the released models, by the noise it adds itself (no trusted party).
@@ -51,11 +63,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
+
 import numpy as np
 
 from ppml.algorithms import _private_admm as private
 from ppml.algorithms.decentralized_admm import (Agent, Evaluator, LocalSolution, consensus_rounds,
                                                 local_gradient, make_agents, network_for)
+from ppml.config import fail
 from ppml.history import History
 from ppml.network import Network
 from ppml.parties import Party
@@ -64,7 +79,7 @@ from ppml.privacy.bounds_pp_admm import PPBudget, pp_admm_budget
 from ppml.privacy.events import GaussianEvent, ZCDPEvent
 
 __all__ = ["MESSAGES", "Params", "network_for", "fit", "InexactSolveError", "AgentNoise", "lambda_hat",
-           "calibrate_agent", "perturbed_update", "gaussian_events", "unverified_notes", "record_privacy",
+           "calibrate_agent", "paper_lambda_hat", "calibrate_paper", "build_agents", "calibrate_all", "perturbed_update", "gaussian_events", "unverified_notes", "record_privacy",
            "final_privacy"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
@@ -79,6 +94,8 @@ MESSAGES = (
 
 #: Rank of the change of one row's Hessian term under replace-one neighbours (AMP's r for GLMs).
 JACOBIAN_RANK = 2
+#: The constant of the paper's line 3 (Algorithm 1): lam_hat >= 2.8 N c1 / ((eps_i1 - eps_i3) |D_i|).
+LINE3_CONSTANT = 2.8
 
 
 class InexactSolveError(RuntimeError):
@@ -91,23 +108,47 @@ class Params(private.PrivateParams):
 
     Attributes
     ----------
+    variant : {"paper", "reconstructed"}
+        Algorithm 1 as written (default) or the earlier reconstruction (see the module docstring).
     splits : float
         Fraction of the budget given to the output perturbation (paper: 0.001).
     beta : float
-        Gradient-norm tolerance of the inexact local solve (paper: 10^-3.5), on the scale ``loss_scale`` sets.
+        Gradient-norm tolerance of the inexact local solve (paper: 10^-3.5), on the local objective's scale
+        (the mean loss in the paper variant).
     delta_i1 : float
         delta of each objective-perturbation step (paper: 1e-4).
     eps3_ratio : float
         epsilon_i3 / epsilon_i1 (paper: 0.99).
+    lam_hat_rule : {"line3", "lam"}
+        Paper variant: lam_hat by line 3 (floored at N lam), or fixed at N lam (not certified when below
+        line 3's value; for the decomposition study).
     penalty_credit : bool
-        Count the ADMM penalty's strong convexity toward line 3's lambda-hat (UNVERIFIED alternative).
+        Reconstructed variant only: count the ADMM penalty's strong convexity toward lam_hat.
+    calibration : {"paper", "exact"}
+        Budget from (epsilon, delta): the paper's ``epsilon^2 / (4 ln 1/delta)`` (default) or the exact
+        inverse of ``epsilon = rho + 2 sqrt(rho ln 1/delta)``.
+    loss_scale : {"mean", "sum"}
+        The paper variant requires "mean"; the reconstructed one ran on "sum".
     """
 
+    variant: Literal["paper", "reconstructed"] = "paper"
     splits: float = field(default=0.001, metadata={"gt": 0, "lt": 1})
     beta: float = field(default=10 ** -3.5, metadata={"gt": 0})
     delta_i1: float = field(default=1e-4, metadata={"gt": 0, "lt": 1})
     eps3_ratio: float = field(default=0.99, metadata={"gt": 0, "lt": 1})
+    lam_hat_rule: Literal["line3", "lam"] = "line3"
     penalty_credit: bool = False
+    calibration: Literal["exact", "paper"] = "paper"
+    loss_scale: Literal["sum", "mean"] = "mean"
+
+    def __post_init__(self) -> None:
+        if self.variant == "paper" and self.loss_scale != "mean":
+            fail("loss_scale", f"must be 'mean' with variant 'paper' (the paper's mean-loss objective), got "
+                               f"{self.loss_scale!r}")
+        if self.variant == "paper" and self.penalty_credit:
+            fail("penalty_credit", "applies to variant 'reconstructed' only")
+        if self.variant == "reconstructed" and self.lam_hat_rule != "line3":
+            fail("lam_hat_rule", "applies to variant 'paper' only")
 
     def budget(self, *, svt_share: float = 0.0, c: int = 1) -> PPBudget:
         """The per-agent budget split of §8 for this run (with an SVT share for IPP-ADMM)."""
@@ -169,6 +210,63 @@ def calibrate_agent(agent: Agent, params: Params, budget: PPBudget, *, sigma1_ep
         jacobian_epsilon=JACOBIAN_RANK * math.log1p(private.LOSS_SMOOTHNESS * agent.row_weight / mu))
 
 
+def paper_lambda_hat(*, rows: list[int], agents: int, epsilon_i1: float, epsilon_i3: float) -> float:
+    """Line 3 of Algorithm 1: ``max_i 2.8 N c1 / ((epsilon_i1 - epsilon_i3) |D_i|)`` (c1 = 1/4)."""
+    if not epsilon_i1 > epsilon_i3 > 0:
+        raise ValueError(f"need epsilon_i1 > epsilon_i3 > 0, got {epsilon_i1!r} and {epsilon_i3!r}")
+    return max(LINE3_CONSTANT * agents * private.LOSS_SMOOTHNESS / ((epsilon_i1 - epsilon_i3) * n)
+               for n in rows)
+
+
+def calibrate_paper(agent: Agent, params: Params, budget: PPBudget, *, lam_hat: float, agents: int,
+                    sigma1_epsilon: float) -> AgentNoise:
+    """An agent's noise by Algorithm 1 (or 2) as written: lines 6 and 9 with the common `lam_hat`.
+
+    `sigma1_epsilon` is epsilon_i3 (Algorithm 1) or epsilon_i1 (Algorithm 2's line 6 as printed).
+    ``sensitivity2`` is 2 beta/mu, the sensitivity of a beta-approximate minimizer (what the tight
+    accountant is told); the paper's sigma_i2 corresponds to beta/mu.
+    """
+    n_i = agent.X.shape[0]
+    reg = lam_hat / agents
+    mu = reg + 2.0 * params.eta * agent.degree
+    sensitivity1 = 2.0 * private.LOSS_LIPSCHITZ / n_i
+    jacobian = JACOBIAN_RANK * math.log1p(private.LOSS_SMOOTHNESS / n_i / mu)
+    if not params.noise:
+        return AgentNoise(lam_hat=reg, strong_convexity=mu, gtol=params.beta, sigma1=0.0,
+                          sensitivity1=sensitivity1, sigma2=0.0, sensitivity2=0.0, jacobian_epsilon=0.0)
+    sigma1 = 2.0 * math.sqrt(2.0 * math.log(1.25 / budget.delta_i1)) / (n_i * sigma1_epsilon)
+    sigma2 = params.beta / (math.sqrt(2.0 * budget.rho_i2) * mu)
+    return AgentNoise(lam_hat=reg, strong_convexity=mu, gtol=params.beta, sigma1=sigma1,
+                      sensitivity1=sensitivity1, sigma2=sigma2, sensitivity2=2.0 * params.beta / mu,
+                      jacobian_epsilon=jacobian)
+
+
+def build_agents(parties: list[Party], network: Network, params: Params, *,
+                 rng: np.random.Generator) -> list[Agent]:
+    """The agents; in the paper variant each row's loss weighs 1/|D_i| (the mean loss of its own rows)."""
+    agents = make_agents(parties, network, loss_scale=params.loss_scale, rng=rng)
+    if params.variant == "paper":
+        for agent in agents:
+            agent.row_weight = 1.0 / agent.X.shape[0]
+    return agents
+
+
+def calibrate_all(agents: list[Agent], params: Params, budget: PPBudget, *,
+                  sigma1_from: str) -> tuple[dict[str, AgentNoise], dict[str, float]]:
+    """Every agent's calibration, and what the ledger records about lam_hat (paper variant)."""
+    sigma1_epsilon = getattr(budget, sigma1_from)
+    if params.variant == "reconstructed":
+        return ({a.name: calibrate_agent(a, params, budget, sigma1_epsilon=sigma1_epsilon) for a in agents},
+                {})
+    n_agents = len(agents)
+    line3 = paper_lambda_hat(rows=[a.X.shape[0] for a in agents], agents=n_agents,
+                             epsilon_i1=budget.epsilon_i1, epsilon_i3=budget.epsilon_i3)
+    lam_hat = n_agents * params.lam if params.lam_hat_rule == "lam" else max(n_agents * params.lam, line3)
+    noises = {a.name: calibrate_paper(a, params, budget, lam_hat=lam_hat, agents=n_agents,
+                                      sigma1_epsilon=sigma1_epsilon) for a in agents}
+    return noises, {"lam_hat": lam_hat, "lam_hat_line3": line3}
+
+
 def perturbed_update(agent: Agent, noise: AgentNoise, *, eta: float) -> tuple[np.ndarray, LocalSolution]:
     """Lines 4-6 for one agent: objective-perturbed inexact solve (verified), then output perturbation.
 
@@ -199,28 +297,53 @@ def gaussian_events(agent: Agent, noise: AgentNoise, *, count: int) -> list:
             GaussianEvent(sigma=noise.sigma2, sensitivity=noise.sensitivity2, count=count, party=agent.name)]
 
 
-def unverified_notes(params: Params, *, sigma1_from: str) -> list[str]:
-    """The run notes PP-ADMM and IPP-ADMM share: reconstructed choices and how the ledger reads."""
-    return [
-        f"sigma_i1 is calibrated with {sigma1_from} (as the paper's Algorithm "
-        f"{'1' if sigma1_from == 'epsilon_i3' else '2'} does)",
-        f"local objectives on the {params.loss_scale!r} scale; beta = {params.beta:.4g} bounds the gradient "
-        "on it (UNVERIFIED)",
-        "lambda-hat (line 3) = max(s lam, 2 c1 w / (epsilon_i1 - epsilon_i3)"
-        + (" - 2 eta V_i" if params.penalty_credit else "") + ") (UNVERIFIED, after AMP)",
-        "the objective perturbation is recorded as a Gaussian release (sigma_i1, sensitivity 2w) plus its "
-        "Jacobian factor as a pure-DP term (zCDP event eps_J^2/2); the paper instead counts rho_i1 per step",
-    ]
+def unverified_notes(params: Params, *, sigma1_from: str, lam_info: dict[str, float]) -> list[str]:
+    """The run notes PP-ADMM and IPP-ADMM share: which variant ran, its choices, how the ledger reads."""
+    algorithm = "1" if sigma1_from == "epsilon_i3" else "2"
+    notes = [f"variant {params.variant!r} of Algorithm {algorithm}; calibration {params.calibration!r}"
+             + (" (the paper's rho = epsilon^2/(4 ln 1/delta): overshoots the target, Theorem 3.3's "
+                "conversion certifies more than epsilon)" if params.calibration == "paper" else "")]
+    if params.variant == "paper":
+        notes += [
+            "mean-loss local objectives f_i = (1/|D_i|) sum L + (lam_hat/N) R, eta unscaled (paper §3)",
+            f"lam_hat = {lam_info['lam_hat']:.6g} (rule {params.lam_hat_rule!r}; line 3 gives "
+            f"{lam_info['lam_hat_line3']:.6g}); lam_hat/N = {lam_info['lam_hat'] / params.agents:.6g}",
+            f"sigma_i1 = 2 sqrt(2 ln(1.25/delta_i1)) / (|D_i| {sigma1_from}) as Algorithm {algorithm} line 6 "
+            "prints it" + (" (epsilon_i1 in Algorithm 2 is probably a typo for epsilon_i3)"
+                           if sigma1_from == "epsilon_i1" else ""),
+            "sigma_i2 = beta / (sqrt(2 rho_i2) (lam_hat/N + 2 eta |B_i|)) as line 9 prints it; the ledger "
+            "records the output release with sensitivity 2 beta/mu (two beta-approximate minimizers)",
+        ]
+    else:
+        notes += [
+            f"local objectives on the {params.loss_scale!r} scale; beta = {params.beta:.4g} bounds the "
+            "gradient on it",
+            "lambda-hat = max(s lam, 2 c1 w / (epsilon_i1 - epsilon_i3)"
+            + (" - 2 eta V_i" if params.penalty_credit else "") + ") (after AMP, not the paper's line 3)",
+            f"sigma_i1 calibrated with {sigma1_from} as 2w(1 + sqrt(2 ln 1/delta_i1))/eps",
+        ]
+    notes.append("the objective perturbation is recorded as a Gaussian release (sigma_i1, sensitivity 2w) plus "
+                 "its Jacobian factor as a pure-DP term (zCDP event eps_J^2/2); the paper instead counts "
+                 "rho_i1 per step")
+    return notes
+
+
+def certify_lam_hat(history: History, params: Params, lam_info: dict[str, float]) -> None:
+    """A fixed lam_hat below line 3's value voids the objective perturbation's guarantee: no epsilon."""
+    if params.noise and lam_info and lam_info["lam_hat"] < lam_info["lam_hat_line3"] * (1 - 1e-12):
+        history.ledger.certified = False
+        history.ledger.notes.append("lam_hat is below line 3's value: the Jacobian bound fails, no epsilon is "
+                                    "certified (an ablation, not a private run)")
 
 
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
         evaluation: Party | None = None) -> History:
     """PP-ADMM (Algorithm 1) on horizontally split data; see the module docstring."""
     history = History("pp_admm")
-    agents = make_agents(parties, network, loss_scale=params.loss_scale, rng=rng)
+    agents = build_agents(parties, network, params, rng=rng)
     evaluator = Evaluator(parties, evaluation, lam=params.lam)
     budget = params.budget()
-    noises = {a.name: calibrate_agent(a, params, budget, sigma1_epsilon=budget.epsilon_i3) for a in agents}
+    noises, lam_info = calibrate_all(agents, params, budget, sigma1_from="epsilon_i3")
     newton_steps: list[int] = []
 
     def local_step(agent: Agent, t: int) -> np.ndarray:
@@ -237,22 +360,26 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
                      evaluator=evaluator, history=history, extra_record=extra_record)
     history.stop(converged=True, reason=f"ran the T = {params.T} rounds; every perturbed solve reached "
                                         f"its gradient tolerance (verified)")
-    record_privacy(history, params, agents, noises, budget, sigma1_from="epsilon_i3")
+    record_privacy(history, params, agents, noises, budget, sigma1_from="epsilon_i3", lam_info=lam_info)
     if params.noise:
         for agent in agents:
             history.ledger.events.extend(gaussian_events(agent, noises[agent.name], count=params.T))
         history.ledger.paper_bound = {"name": "pp_admm.theorem_3_3", "inputs": {
             "epsilon_i1": budget.epsilon_i1, "delta_i1": budget.delta_i1, "rho_i2": budget.rho_i2,
             "T": params.T, "delta": params.delta}}
+    certify_lam_hat(history, params, lam_info)
     evaluator.finish(history, [a.theta for a in agents], **final_privacy(noises, budget, params))
     return history
 
 
 def record_privacy(history: History, params: Params, agents: list[Agent], noises: dict[str, AgentNoise],
-                   budget: PPBudget, *, sigma1_from: str) -> None:
+                   budget: PPBudget, *, sigma1_from: str, lam_info: dict[str, float]) -> None:
     """Ledger target, certification and notes; the calibration of every agent in ``history.extra``."""
     private.start_ledger(history, params, agents)
-    history.ledger.notes.extend(unverified_notes(params, sigma1_from=sigma1_from))
+    history.ledger.notes.extend(unverified_notes(params, sigma1_from=sigma1_from, lam_info=lam_info))
+    history.extra["variant"] = params.variant
+    history.extra["calibration"] = params.calibration
+    history.extra["lam_hat"] = dict(lam_info)
     history.extra["budget"] = {k: getattr(budget, k) for k in budget.__dataclass_fields__}
     history.extra["agents"] = {name: {k: getattr(n, k) for k in n.__dataclass_fields__}
                                for name, n in noises.items()}

@@ -10,11 +10,13 @@ The paper tracks each agent's privacy loss in zCDP and converts the total to (ep
 
 T iterations compose to ``T (rho_i1 + rho_i2)`` (Theorem 3.3); agents hold disjoint rows, so the run's rho is
 the largest agent's (parallel composition; with the equal split of the paper all agents spend the same).
-IPP-ADMM adds the sparse vector technique (Theorem 4.1), whose zCDP cost here is
-``(eps1 + eps2)^2 / (2c)`` (:func:`ppml.privacy.zcdp.rho_svt`).
+IPP-ADMM (Theorem 4.1, :func:`theorem_4_1`) charges the SVT ``rho'_1 = (eps1 + eps2)^2 / 2`` (Lemma 4.3)
+plus **c** releases, ``rho'_i = rho'_1 + c (rho_i1 + rho_i2)``. The earlier reconstruction charged all T
+rounds plus ``(eps1 + eps2)^2 / (2c)``; it stays as :func:`theorem_4_1_reconstructed` for
+``variant: reconstructed`` runs.
 
-The paper's Theorems were not available to us in full: the forms below are reconstructed from its
-Algorithm 1-2 settings (DESIGN.md §8) and are marked UNVERIFIED in the run notes. Each bound function takes
+Theorems 3.1, 3.3 and 4.1 are transcribed in ``specs/pp_admm_paper.md``; how IPP-ADMM's budget is split
+between the SVT and the c releases is not stated by the paper (:func:`ipp_admm_budget`, UNVERIFIED). Each bound function takes
 its inputs as keywords (what a run's ledger records under ``paper_bound``) and returns ``epsilon``,
 ``delta``, ``rho`` and ``epsilon_cks`` (the same rho converted by Canonne-Kamath-Steinke).
 
@@ -37,7 +39,8 @@ from typing import Any, Mapping, Sequence
 
 from ppml.privacy import svt, zcdp
 
-__all__ = ["PPBudget", "pp_admm_budget", "theorem_3_1", "theorem_3_3", "theorem_4_1", "pure_dp_composition"]
+__all__ = ["PPBudget", "pp_admm_budget", "ipp_admm_budget", "theorem_3_1", "theorem_3_3", "theorem_4_1",
+           "theorem_4_1_reconstructed", "pure_dp_composition"]
 
 
 def _result(rho: float, delta: float, **extra: Any) -> dict[str, Any]:
@@ -57,9 +60,22 @@ def theorem_3_3(*, epsilon_i1: float, delta_i1: float, rho_i2: float, T: int, de
     return _result(T * step["rho"], delta, rho_i1=step["rho_i1"])
 
 
-def theorem_4_1(*, epsilon_i1: float, delta_i1: float, rho_i2: float, T: int, c: int, eps1: float,
-                eps2: float, delta: float) -> dict[str, Any]:
-    """IPP-ADMM over T iterations: the Gaussian steps of every iteration plus the SVT with c broadcasts.
+def theorem_4_1(*, epsilon_i1: float, delta_i1: float, rho_i2: float, c: int, eps1: float, eps2: float,
+                delta: float) -> dict[str, Any]:
+    """IPP-ADMM as Theorem 4.1 states it: ``rho'_i = (eps1 + eps2)^2 / 2 + c (rho_i1 + rho_i2)``.
+
+    At most c models are released; the paper charges only those (Lemma 4.2/4.3 cover the SVT's queries,
+    which read the unreleased candidates).
+    """
+    step = theorem_3_1(epsilon_i1=epsilon_i1, delta_i1=delta_i1, rho_i2=rho_i2, delta=delta)
+    rho_svt = zcdp.rho_pure(eps1 + eps2)
+    rho_gaussian = c * step["rho"]
+    return _result(rho_svt + rho_gaussian, delta, rho_gaussian=rho_gaussian, rho_svt=rho_svt)
+
+
+def theorem_4_1_reconstructed(*, epsilon_i1: float, delta_i1: float, rho_i2: float, T: int, c: int,
+                              eps1: float, eps2: float, delta: float) -> dict[str, Any]:
+    """The earlier reconstruction (``variant: reconstructed``): IPP-ADMM over T iterations: the Gaussian steps of every iteration plus the SVT with c broadcasts.
 
     Every iteration computes a perturbed model that the SVT's quality function reads, so all T iterations
     pay ``rho_i1 + rho_i2`` whether or not the model is broadcast; the SVT adds ``(eps1 + eps2)^2 / (2c)``.
@@ -121,6 +137,32 @@ class PPBudget:
     epsilon_i3: float
     eps1: float
     eps2: float
+
+
+def ipp_admm_budget(*, epsilon: float, delta: float, c: int, splits: float, delta_i1: float,
+                    eps3_ratio: float, calibration: str, svt_share: float) -> PPBudget:
+    """IPP-ADMM's split of a target so that Theorem 4.1's bound meets it (the paper is silent: UNVERIFIED).
+
+    Our choice: a fraction `svt_share` of rho_total pays the SVT, ``(eps1 + eps2)^2 / 2 = svt_share rho_total``
+    (eps1 : eps2 = 1 : (2c)^(2/3), Lyu-Su-Li's balance); the rest pays the at most c releases,
+    ``rho_i1 + rho_i2 = (1 - svt_share) rho_total / c``, split by `splits` as in §5.
+    """
+    if not 0 < splits < 1:
+        raise ValueError(f"splits must lie in (0, 1), got {splits!r}")
+    if not 0 < eps3_ratio < 1:
+        raise ValueError(f"eps3_ratio must lie in (0, 1), got {eps3_ratio!r}")
+    if not 0 < svt_share < 1:
+        raise ValueError(f"svt_share must lie in (0, 1), got {svt_share!r}")
+    if c < 1:
+        raise ValueError(f"c must be >= 1, got {c!r}")
+    rho_total = zcdp.rho_from_epsilon(epsilon, delta, calibration=calibration)
+    rho_svt = svt_share * rho_total
+    eps1, eps2 = svt.split_budget(math.sqrt(2.0 * rho_svt), c)
+    per_release = (rho_total - rho_svt) / c
+    rho_i1, rho_i2 = per_release * (1.0 - splits), per_release * splits
+    epsilon_i1 = zcdp.epsilon_paper(rho_i1, delta_i1)
+    return PPBudget(rho_total=rho_total, rho_svt=rho_svt, rho_i1=rho_i1, rho_i2=rho_i2, epsilon_i1=epsilon_i1,
+                    delta_i1=delta_i1, epsilon_i3=eps3_ratio * epsilon_i1, eps1=eps1, eps2=eps2)
 
 
 def pp_admm_budget(*, epsilon: float, delta: float, T: int, splits: float, delta_i1: float, eps3_ratio: float,

@@ -3,7 +3,10 @@
 Reads the runs of algorithms ``paillier_sgd`` and ``paillier_sqn`` on ``default_credit`` (Credit 1) and
 ``give_credit`` (Credit 2) with batch sizes 1000 and 3000, selected by their fields
 (``Runs.one(algorithm=..., dataset=..., batch_size=..., encrypted=True)``), and the published Table 1 from
-``published/paillier_sqn_table1.csv`` under the report root.
+``published/paillier_sqn_table1.csv`` under the report root. Objective (1) of the poster has no regularizer;
+the encrypted runs use lam = 0.01, so plaintext-mode runs (``encrypted: false``, bit-identical arithmetic)
+with ``lam: 0`` give Table 1's lambda = 0 columns beside them. How eta and lam were chosen is written in
+:data:`SELECTION_RULE` and printed under the table.
 
 Outputs
 -------
@@ -14,8 +17,10 @@ Outputs
 - ``plots/data/paillier_sqn_loss.csv`` and ``plots/paillier_sqn_loss.png``: the decrypted epoch loss of every
   encrypted run, SGD against SQN per dataset and batch size.
 
-Claims: in every (dataset, batch) row SQN needs fewer epochs than SGD; every run's loss is within
-:data:`LOSS_TOL` and its AUC within :data:`AUC_TOL` of the published cell.
+Claims: in every (dataset, batch) row SQN needs fewer epochs than SGD (at lam = 0.01 encrypted, and at
+lam = 0 in plaintext mode); every encrypted run's loss is within :data:`LOSS_TOL` and its AUC within
+:data:`AUC_TOL` of the published cell. Each comparison states its margin (:data:`LOSS_MARGIN`,
+:data:`AUC_MARGIN`, :data:`EPOCH_MARGIN`); a difference inside it is NOT SHOWN.
 
 References
 ----------
@@ -28,15 +33,48 @@ from __future__ import annotations
 import csv
 from typing import Any
 
-from ppml.report.base import Claim, verdict_of, ReportOutput, Run, Runs, markdown_table
+from ppml.report.base import (FAIL, NOT_CHECKED, NOT_SHOWN, PASS, Claim, ReportOutput, Run, Runs, compare,
+                              markdown_table)
 
 PAPER = "paillier_sqn"
 PUBLISHED = ("published", "paillier_sqn_table1.csv")  # under the report root
 DATASETS = {"default_credit": "Credit 1", "give_credit": "Credit 2"}
 BATCHES = (1000, 3000)
 METHODS = {"paillier_sgd": "SGD", "paillier_sqn": "SQN"}
+#: Claimed agreement with a published cell (the claim's own thresholds).
 LOSS_TOL = 0.005
 AUC_TOL = 0.01
+#: Margins: how far inside the threshold a difference must lie to count as shown. The poster's numbers come
+#: from another sample of the same data (its own rows, split and seed), so a difference is known only up to
+#: the sampling error of our number:
+#: - loss (a mean over the training rows): the standard error of that mean, per-row sd / sqrt(n), with the
+#:   per-row Taylor loss of the Taylor-optimal model on our training rows (sd 0.445 over 23 520 rows of Credit 1,
+#:   0.407 over 117 600 of Credit 2): 0.0029 and 0.0012;
+#: - AUC (on our held-out rows): the Hanley-McNeil standard error of an AUC of 0.72 on Credit 1's 5 880 test
+#:   rows (22.2 % positive) and of 0.70 on Credit 2's 29 400 (6.7 % positive): 0.0086 and 0.0068.
+#: One standard error each, so PASS needs |difference| below the threshold minus it.
+LOSS_MARGIN = {"default_credit": 0.0029, "give_credit": 0.0012}
+AUC_MARGIN = {"default_credit": 0.0086, "give_credit": 0.0068}
+#: Epoch counts are integers and a run is deterministic for its seed: one epoch fewer is a difference (margin 0
+#: epochs). Seed-to-seed spread is not part of this margin; the plaintext seeds table shows it where run.
+EPOCH_MARGIN = 0
+
+#: How eta and lam of the encrypted runs were chosen: nobody wrote it down when they were chosen; this is the
+#: rule reconstructed afterwards from a plaintext grid on training data (printed under Table 1; the same text
+#: is a comment in params.yaml).
+SELECTION_RULE = (
+    "reconstructed after the fact, not recorded when the values were chosen. η: with λ = 0.01 fixed, run "
+    "plaintext SGD at |S| = 1000 over η ∈ {0.05, 0.1, 0.15, 0.2, 0.3} (Credit 1) and {0.02, 0.05, 0.1} "
+    "(Credit 2) and take the smallest η whose final training loss is within the stopping tolerance "
+    "tol = 1e-4 of the grid's lowest; SQN and |S| = 3000 use the same η. This gives η = 0.15 (Credit 1: "
+    "0.2 is lowest, 0.15 is 2e-5 above it, 0.1 is 1.8e-4 above) and η = 0.05 (Credit 2: 0.1 is lowest, 0.05 "
+    "is 8.7e-5 above, 0.02 is 3.5e-4 above). The same rule at λ = 0 or 0.001 gives η = 0.1 on Credit 2, and "
+    "the simpler rules (lowest loss; lowest SGD + SQN loss; fewest epochs; highest training AUC) do not give "
+    "both values, so the rule fits the chosen values only narrowly and its differences are of the order of "
+    "the stopping tolerance. λ: no training-data criterion we tried selects λ = 0.01 from {0, 0.001, 0.01} "
+    "(the penalized loss is lowest at λ = 0 by construction; training AUCs differ by ≤ 1e-4): λ = 0.01 is an "
+    "unexplained prior choice, which is why the λ = 0 columns (objective (1) as printed) stand beside it."
+)
 
 
 def _published(out: ReportOutput) -> dict[tuple[str, int, str], dict[str, Any]]:
@@ -52,14 +90,21 @@ def _published(out: ReportOutput) -> dict[tuple[str, int, str], dict[str, Any]]:
             for r in rows}
 
 
-def _runs(runs: Runs, *, encrypted: bool) -> dict[tuple[str, int, str], Run]:
+def _runs(runs: Runs, *, encrypted: bool, lam0: bool = False) -> dict[tuple[str, int, str], Run]:
+    """One run per (dataset, batch, method): encrypted (Table 1), or plaintext with lam = 0 (`lam0`), or
+    plaintext with lam != 0 (the seeds study)."""
     found = {}
     for dataset in DATASETS:
         for batch in BATCHES:
             for method in METHODS:
-                run = runs.one(algorithm=method, dataset=dataset, batch_size=batch, encrypted=encrypted)
-                if run is not None:
-                    found[(dataset, batch, method)] = run
+                match = [r for r in runs.select(algorithm=method, dataset=dataset, batch_size=batch,
+                                                encrypted=encrypted)
+                         if encrypted or (r.get("lam") == 0) == lam0]
+                if len(match) > 1:
+                    raise LookupError(f"{len(match)} runs match {(dataset, batch, method)}: "
+                                      f"{[r.name for r in match]}")
+                if match:
+                    found[(dataset, batch, method)] = match[0]
     return found
 
 
@@ -82,10 +127,19 @@ def _seconds(value: float | None) -> str | None:
     return None if value is None else f"{value:.0f}"
 
 
-def _table1(table: dict, published: dict) -> str:
+def _lam0_cells(run: Run | None) -> list[Any]:
+    """Epochs, loss and test AUC of the plaintext lam = 0 run (objective (1) as printed)."""
+    if run is None or not run.available:
+        return [_why_missing(run) if run is not None else "not run", None, None]
+    m = run.metrics
+    return [_count(m.get("epochs")) + ("" if m.get("converged") else " (cap)"), m.get("loss"), m.get("test_auc")]
+
+
+def _table1(table: dict, published: dict, lam0: dict | None = None) -> str:
+    lam0 = lam0 or {}
     header = ["dataset", "batch", "method", "epochs (pub.)", "epochs (ours)", "loss (pub.)", "loss (ours)",
               "Δ loss", "AUC (pub.)", "AUC (ours, test)", "Δ AUC", "AUC (ours, train)", "converged",
-              "seconds", "run"]
+              "seconds", "run", "epochs (λ=0)", "loss (λ=0)", "AUC (λ=0, test)"]
     rows = []
     for dataset, name in DATASETS.items():
         for batch in BATCHES:
@@ -93,16 +147,17 @@ def _table1(table: dict, published: dict) -> str:
                 pub = published.get((dataset, batch, method), {})
                 run = table.get((dataset, batch, method))
                 head = [name, batch, label, pub.get("epochs")]
+                zero = _lam0_cells(lam0.get((dataset, batch, method)))
                 if run is None or not run.available:
                     rows.append(head + [_why_missing(run), pub.get("loss"), None, None, pub.get("auc"), None,
-                                        None, None, None, None, run.name if run else None])
+                                        None, None, None, None, run.name if run else None] + zero)
                     continue
                 m = run.metrics
                 rows.append(head + [_count(m.get("epochs")), pub.get("loss"), m.get("loss"),
                                     _deviation(m.get("loss"), pub.get("loss")), pub.get("auc"),
                                     m.get("test_auc"), _deviation(m.get("test_auc"), pub.get("auc")),
                                     m.get("train_auc"), m.get("converged"), _seconds(m.get("seconds")),
-                                    run.name])
+                                    run.name] + zero)
     return markdown_table(header, rows)
 
 
@@ -187,45 +242,74 @@ def _curves(table: dict, out: ReportOutput) -> None:
     out.figure("paillier_sqn_loss", fig)
 
 
-def _claim(claim_id: str, statement: str, published: str, ours: str, passed: bool | None) -> Claim:
-    return Claim(id=claim_id, paper=PAPER, statement=statement, published=published, ours=ours, verdict=verdict_of(passed))
+def _claim(claim_id: str, statement: str, published: str, ours: str, verdict: str, margin: str = "") -> Claim:
+    return Claim(id=claim_id, paper=PAPER, statement=statement, published=published, ours=ours, verdict=verdict,
+                 margin=margin)
 
 
-def _claims(table: dict, published: dict) -> list[Claim]:
+def _all(verdicts: list[str]) -> str:
+    """Conjunction: FAIL if any fails, PASS if all pass, else NOT SHOWN."""
+    return FAIL if FAIL in verdicts else PASS if all(v == PASS for v in verdicts) else NOT_SHOWN
+
+
+EPOCH_MARGIN_TEXT = (f"{EPOCH_MARGIN} epochs: epoch counts of a run are exact integers for its seed, so one "
+                     "epoch fewer is a difference; SQN must have converged (an SGD run stopped by its cap took at "
+                     "least that many epochs)")
+
+
+def _fewer_epochs(claim_id: str, statement: str, pub_text: str, runs: list[Run | None]) -> Claim:
+    missing = [r for r in runs if r is None or not r.available]
+    if missing:
+        return _claim(claim_id, statement, pub_text,
+                      "; ".join(_why_missing(r) if r is not None else "not run: no such experiment in params.yaml"
+                                for r in missing), NOT_CHECKED)
+    sgd, sqn = (r.metrics for r in runs)
+    ours = (f"SGD {_count(sgd['epochs'])} vs SQN {_count(sqn['epochs'])} epochs "
+            f"(converged: {sgd['converged']}, {sqn['converged']})")
+    verdict = compare(sgd["epochs"] - sqn["epochs"], EPOCH_MARGIN) if sqn["converged"] else NOT_SHOWN
+    return _claim(claim_id, statement, pub_text, ours, verdict, EPOCH_MARGIN_TEXT)
+
+
+def _claims(table: dict, published: dict, lam0: dict | None = None) -> list[Claim]:
+    lam0 = lam0 or {}
     claims = []
     for dataset, name in DATASETS.items():
         for batch in BATCHES:
             pub_sgd = published.get((dataset, batch, "paillier_sgd"), {}).get("epochs")
             pub_sqn = published.get((dataset, batch, "paillier_sqn"), {}).get("epochs")
             runs = [table.get((dataset, batch, method)) for method in METHODS]
-            statement = f"{name}, |S| = {batch}: SQN converges in fewer epochs than SGD"
-            claim_id = f"paillier_sqn-{dataset}-b{batch}-fewer-epochs"
-            missing = [r for r in runs if r is None or not r.available]
             pub_text = f"SGD {pub_sgd} vs SQN {pub_sqn} epochs"
-            if missing:
-                claims.append(_claim(claim_id, statement, pub_text,
-                                     "; ".join(_why_missing(r) for r in missing), None))
-                continue
-            sgd, sqn = (r.metrics for r in runs)
-            ours = (f"SGD {_count(sgd['epochs'])} vs SQN {_count(sqn['epochs'])} epochs "
-                    f"(converged: {sgd['converged']}, {sqn['converged']})")
-            # SGD stopped by its epoch cap still took at least that many epochs; SQN must have converged.
-            claims.append(_claim(claim_id, statement, pub_text, ours,
-                                 bool(sqn["converged"] and sqn["epochs"] < sgd["epochs"])))
+            claims.append(_fewer_epochs(f"paillier_sqn-{dataset}-b{batch}-fewer-epochs",
+                                        f"{name}, |S| = {batch}: SQN converges in fewer epochs than SGD",
+                                        pub_text, runs))
+            if lam0:
+                claims.append(_fewer_epochs(
+                    f"paillier_sqn-{dataset}-b{batch}-lam0-fewer-epochs",
+                    f"{name}, |S| = {batch}, objective (1) as printed (λ = 0, plaintext mode): SQN converges in "
+                    "fewer epochs than SGD", pub_text, [lam0.get((dataset, batch, method)) for method in METHODS]))
             for method, run in zip(METHODS, runs):
                 pub = published.get((dataset, batch, method))
                 statement = (f"{name}, |S| = {batch}, {METHODS[method]}: loss within {LOSS_TOL} and AUC "
                              f"within {AUC_TOL} of Table 1")
                 claim_id = f"paillier_sqn-{dataset}-b{batch}-{method}-matches"
+                margin = (f"loss {LOSS_MARGIN[dataset]:g}: the standard error of a mean Taylor loss over our "
+                          f"training rows; AUC {AUC_MARGIN[dataset]:g}: the Hanley-McNeil standard error of our "
+                          "test AUC (the poster's numbers come from another sample of the data); PASS needs "
+                          "each |Δ| below its threshold by more than its margin")
                 if pub is None:
-                    claims.append(_claim(claim_id, statement, "no published cell", "", None))
+                    claims.append(_claim(claim_id, statement, "no published cell", "", NOT_CHECKED, margin))
+                    continue
+                if run is None or not run.available:
+                    claims.append(_claim(claim_id, statement, f"loss {pub['loss']:.6f}, AUC {pub['auc']:.4f}",
+                                         _why_missing(run), NOT_CHECKED, margin))
                     continue
                 m = run.metrics
                 d_loss, d_auc = m["loss"] - pub["loss"], m["test_auc"] - pub["auc"]
                 claims.append(_claim(
                     claim_id, statement, f"loss {pub['loss']:.6f}, AUC {pub['auc']:.4f}",
                     f"loss {m['loss']:.6f} (Δ {d_loss:+.6f}), test AUC {m['test_auc']:.4f} (Δ {d_auc:+.4f})",
-                    abs(d_loss) <= LOSS_TOL and abs(d_auc) <= AUC_TOL))
+                    _all([compare(LOSS_TOL - abs(d_loss), LOSS_MARGIN[dataset]),
+                          compare(AUC_TOL - abs(d_auc), AUC_MARGIN[dataset])]), margin))
     return claims
 
 
@@ -236,6 +320,13 @@ the last epoch's mini-batches as FATE reports it; epochs count until FATE's rule
 AUC is measured on our held-out 20 % split (stratified, after PSI alignment); the poster does not say on which
 rows its AUC was computed, so the training-set AUC is listed too. The poster gives neither its learning rate,
 its L2 weight nor its memory M: ours are listed below. Settings: {settings}.
+"""
+
+LAM0_NOTES = """\
+The λ = 0 columns: objective (1) of the poster as printed (no regularizer), run in plaintext mode
+(`encrypted: false`: the same fixed-point protocol with identity encryption, bit-identical to an encrypted run
+of the same settings) with every other setting as the encrypted λ = 0.01 run of the row; "(cap)" marks a run
+stopped by max_epochs.
 """
 
 TRAFFIC_NOTES = """\
@@ -251,15 +342,17 @@ ciphertexts up every L iterations; we also send one loss ciphertext per iteratio
 def build(runs: Runs, out: ReportOutput) -> list[Claim]:
     published = _published(out)
     table = _runs(runs, encrypted=True)
+    lam0 = _runs(runs, encrypted=False, lam0=True)
     parts = ["# Table 1 of the FATE quasi-Newton poster: encrypted SGD vs SQN", "",
-             NOTES.format(settings=_settings(table)), _table1(table, published), "",
+             NOTES.format(settings=_settings(table)), LAM0_NOTES, _table1(table, published, lam0), "",
+             "How η and λ were chosen: " + SELECTION_RULE, "",
              _total_time(table), "",
              "## Communication per iteration", "", TRAFFIC_NOTES, _traffic(table)]
-    plain = _plaintext(_runs(runs, encrypted=False))
+    plain = _plaintext(_runs(runs, encrypted=False, lam0=False))
     if plain is not None:
         parts += ["", "## Plaintext mode over seeds (same arithmetic, identity encryption)", "", plain]
     if not published:
         parts += ["", f"Published numbers not found ({'/'.join(PUBLISHED)} under the report root)."]
     out.table("paillier_sqn_table1", "\n".join(parts))
     _curves(table, out)
-    return _claims(table, published)
+    return _claims(table, published, lam0)

@@ -28,11 +28,26 @@ def test_theorem_3_3_golden_values():
 
 
 def test_theorem_4_1_golden_values():
-    rho_gauss = 0.0322831670148
-    rho_svt = (0.02 + 0.18) ** 2 / (2 * 15)  # 15 AboveThreshold instances, each (eps1 + eps2)/15-DP
-    rho = rho_gauss + rho_svt  # = 0.033616500...
-    out = bounds.theorem_4_1(epsilon_i1=EPS_I1, delta_i1=DELTA_I1, rho_i2=RHO_I2, T=T, c=C, eps1=EPS1,
-                             eps2=EPS2, delta=DELTA)
+    # Theorem 4.1: rho'_i = (eps1 + eps2)^2 / 2 + c (rho_i1 + rho_i2), c = 15 releases, not T rounds
+    rho_i1 = 0.00107410556716
+    rho_svt = (0.02 + 0.18) ** 2 / 2  # Lemma 4.3: 0.02
+    rho_gauss = 15 * (rho_i1 + 2e-6)  # = 0.0161415835074
+    rho = rho_svt + rho_gauss  # = 0.0361415835074
+    out = bounds.theorem_4_1(epsilon_i1=EPS_I1, delta_i1=DELTA_I1, rho_i2=RHO_I2, c=C, eps1=EPS1, eps2=EPS2,
+                             delta=DELTA)
+    assert out["rho_svt"] == pytest.approx(0.02, rel=1e-10)
+    assert out["rho_gaussian"] == pytest.approx(0.0161415835074, rel=1e-10)
+    assert out["rho"] == pytest.approx(0.0361415835074, rel=1e-10)
+    assert out["epsilon"] == pytest.approx(1.19005022059, rel=1e-10)
+    assert out["epsilon"] == pytest.approx(rho + 2 * math.sqrt(rho * L), rel=1e-9)
+    assert out["rho_gaussian"] == pytest.approx(rho_gauss, rel=1e-9)
+
+
+def test_theorem_4_1_reconstructed_golden_values():
+    # the earlier accounting: all T rounds plus (eps1 + eps2)^2 / (2c)
+    rho = 0.0322831670148 + (0.02 + 0.18) ** 2 / (2 * 15)  # = 0.033616500...
+    out = bounds.theorem_4_1_reconstructed(epsilon_i1=EPS_I1, delta_i1=DELTA_I1, rho_i2=RHO_I2, T=T, c=C,
+                                           eps1=EPS1, eps2=EPS2, delta=DELTA)
     assert out["rho_svt"] == pytest.approx(0.00133333333333, rel=1e-10)
     assert out["rho"] == pytest.approx(0.0336165003481, rel=1e-10)
     assert out["epsilon"] == pytest.approx(1.14648560374, rel=1e-10)
@@ -61,11 +76,30 @@ def test_budget_spends_exactly_the_target_by_the_papers_own_bound(epsilon):
     with_svt = bounds.pp_admm_budget(epsilon=epsilon, delta=1e-4, T=30, splits=0.001, delta_i1=1e-4,
                                      eps3_ratio=0.99, calibration="exact", svt_share=0.1, c=15)
     assert with_svt.eps2 / with_svt.eps1 == pytest.approx(30 ** (2 / 3))
-    out = evaluate({"name": "pp_admm.theorem_4_1", "inputs": {
+    out = evaluate({"name": "pp_admm.theorem_4_1_reconstructed", "inputs": {
         "epsilon_i1": with_svt.epsilon_i1, "delta_i1": 1e-4, "rho_i2": with_svt.rho_i2, "T": 30, "c": 15,
         "eps1": with_svt.eps1, "eps2": with_svt.eps2, "delta": 1e-4}})
     assert out["epsilon"] == pytest.approx(epsilon, rel=1e-9)
     assert out["rho_svt"] == pytest.approx(0.1 * with_svt.rho_total, rel=1e-9)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 1.5, 2.0, 10.0])
+@pytest.mark.parametrize("svt_share", [0.05, 0.1, 0.5])
+def test_ipp_budget_meets_the_target_by_theorem_4_1(epsilon, svt_share):
+    budget = bounds.ipp_admm_budget(epsilon=epsilon, delta=1e-4, c=15, splits=0.001, delta_i1=1e-4,
+                                    eps3_ratio=0.99, calibration="exact", svt_share=svt_share)
+    assert (budget.eps1 + budget.eps2) ** 2 / 2 == pytest.approx(svt_share * budget.rho_total)
+    assert budget.eps2 / budget.eps1 == pytest.approx(30 ** (2 / 3))
+    assert 15 * (budget.rho_i1 + budget.rho_i2) == pytest.approx((1 - svt_share) * budget.rho_total)
+    assert budget.rho_i2 / budget.rho_i1 == pytest.approx(0.001 / 0.999)
+    out = evaluate({"name": "pp_admm.theorem_4_1", "inputs": {
+        "epsilon_i1": budget.epsilon_i1, "delta_i1": 1e-4, "rho_i2": budget.rho_i2, "c": 15,
+        "eps1": budget.eps1, "eps2": budget.eps2, "delta": 1e-4}})
+    assert out["epsilon"] == pytest.approx(epsilon, rel=1e-9)
+    assert out["rho_svt"] == pytest.approx(svt_share * budget.rho_total, rel=1e-9)
+    with pytest.raises(ValueError, match="svt_share"):
+        bounds.ipp_admm_budget(epsilon=epsilon, delta=1e-4, c=15, splits=0.001, delta_i1=1e-4,
+                               eps3_ratio=0.99, calibration="exact", svt_share=0.0)
 
 
 def test_paper_calibration_overshoots_the_target():

@@ -1,4 +1,4 @@
-"""FDML report: Table I analogue, staleness study and claims from hand-made runs."""
+"""FDML report: Table I analogue at epoch 10, curves, staleness study and claims from hand-made runs."""
 
 import shutil
 from pathlib import Path
@@ -12,29 +12,32 @@ from ppml.report.base import ReportOutput, Run, Runs
 matplotlib.use("Agg")
 
 PUBLISHED = Path(__file__).resolve().parents[3] / "reports" / "published" / "fdml_table1.csv"
+SETTINGS = {"local": "local", "all": "centralized", "split": "fdml"}
 
 
-def _records(objectives, *, per_epoch=1.0):
-    return {"records": [{"epoch": e + 1, "train_objective": f, "test_logloss": f,
-                         "sim_time": per_epoch * (e + 1), "seconds": 0.1 * (e + 1)}
+def _records(objectives, *, per_epoch=1.0, auc=0.9, cost=1.0):
+    return {"records": [{"epoch": e + 1, "train_objective": f, "test_logloss": f, "test_auc": auc,
+                         "sim_time": per_epoch * (e + 1), "seconds": 0.1 * (e + 1),
+                         "cost_seconds": cost * (e + 1)}
                         for e, f in enumerate(objectives)]}
 
 
-def _table_run(dataset, model, features, auc):
-    metrics = {"algorithm": "fdml", "dataset": dataset, "local_model": model, "features": features, "tau": 0,
-               "mode": "simulated", "train_objective": 0.35, "test_logloss": 0.34, "test_auc": auc,
-               "seconds": 2.0, "sim_time": 300.0}
-    # As the train stage writes it: one history per seed.
-    return Run(name=f"fdml_table1-{dataset}-{model}-{features}", params={}, metrics=metrics,
-               history={"runs": [_records([0.4, 0.36, 0.35])]})
+def _table_run(dataset, model, features, aucs, *, cost=1.0, tau=4):
+    """A Table I run with one seed per entry of `aucs` (the AUC is constant over the 12 epochs)."""
+    metrics = {"algorithm": "fdml", "dataset": dataset, "local_model": model, "features": features,
+               "tau": tau if features == "split" else 0, "mode": "simulated",
+               "protocol": "paper" if features == "split" else "sgd", "train_objective": 0.35}
+    return Run(name=f"fdml_table1-{dataset}-{model}-{SETTINGS[features]}", params={}, metrics=metrics,
+               history={"runs": [_records([0.4 - 0.001 * e for e in range(12)], auc=a, cost=cost)
+                                 for a in aucs]})
 
 
 def _staleness_run(tau, per_epoch, *, mode="simulated"):
     metrics = {"algorithm": "fdml", "dataset": "synth_d100", "tau": tau, "mode": mode, "speeds": [1, 1, 4],
-               "epochs": 3, "train_objective": 0.44, "sim_time_per_epoch": per_epoch,
-               "seconds_per_epoch": 0.1, "max_delay": tau, "mean_delay": tau / 2}
+               "epochs": 3, "train_objective": 0.44, "sim_time_per_epoch": per_epoch, "protocol": "paper",
+               "seconds_per_epoch": 0.1, "max_delay": 30, "mean_delay": 15.0, "max_gap": tau, "rejections": 7}
     return Run(name=f"fdml_staleness-{mode}-tau{tau}", params={}, metrics=metrics,
-               history=_records([0.5, 0.45, 0.44], per_epoch=per_epoch))
+               history={"runs": [_records([0.5, 0.45, 0.44], per_epoch=per_epoch)]})
 
 
 @pytest.fixture
@@ -44,53 +47,85 @@ def out(tmp_path):
     return ReportOutput(tmp_path)
 
 
-def _a9a_runs(fdml_lr_auc):
-    aucs = {("lr", "local"): 0.88, ("lr", "all"): 0.899, ("lr", "split"): fdml_lr_auc,
-            ("nn", "local"): 0.885, ("nn", "all"): 0.902, ("nn", "split"): 0.903}
-    return [_table_run("a9a", m, f, auc) for (m, f), auc in aucs.items()]
+def _a9a_runs(fdml_lr, *, central_nn=(0.905, 0.907), costs=None, tau=4):
+    aucs = {("lr", "local"): (0.880, 0.882), ("lr", "all"): (0.899, 0.901), ("lr", "split"): fdml_lr,
+            ("nn", "local"): (0.885, 0.886), ("nn", "all"): central_nn, ("nn", "split"): (0.900, 0.901)}
+    costs = costs or {("lr", "local"): 0.1, ("lr", "all"): 0.2, ("lr", "split"): 3.0,
+                      ("nn", "local"): 0.3, ("nn", "all"): 5.0, ("nn", "split"): 3.5}
+    return [_table_run("a9a", m, f, a, cost=costs[(m, f)], tau=tau) for (m, f), a in aucs.items()]
 
 
 def test_claims_tables_and_figures(out):
     staleness = [_staleness_run(0, 88.0), _staleness_run(1, 72.0), _staleness_run(4, 64.0),
                  _staleness_run(16, 2.0, mode="threads")]
-    runs = Runs(_a9a_runs(0.8985) + staleness)
+    runs = Runs(_a9a_runs((0.8975, 0.8985)) + staleness)
     claims = {c.id: c for c in report.build(runs, out)}
+    assert len(claims) >= 7 and all(cid.startswith("fdml") for cid in claims)
 
-    near = claims["fdml-lr-auc-near-centralized-a9a"]
-    assert near.passed is True and "gap 0.0005" in near.ours and "0.6971" in near.published
-    assert claims["fdml-beats-local-a9a"].passed is True
-    for dataset_claim in ("fdml-lr-auc-near-centralized-default_credit", "fdml-beats-local-default_credit"):
-        assert claims[dataset_claim].passed is None and "not run" in claims[dataset_claim].ours
+    near = claims["fdml-lr-near-centralized-a9a"]
+    assert near.verdict == "PASS" and "gap +0.0020" in near.ours and "0.6971" in near.published
+    assert "standard error" in near.margin
+    for model in ("lr", "nn"):
+        assert claims[f"fdml-beats-local-{model}-a9a"].verdict == "PASS"
+    assert claims["fdml-centralized-nn-better-a9a"].verdict == "PASS"  # 0.906 vs 0.9005, margin ~0.0016
+    assert claims["fdml-local-fastest-a9a"].verdict == "PASS"
+    assert claims["fdml-lr-slower-than-centralized-a9a"].verdict == "PASS"
+    assert claims["fdml-centralized-nn-slower-a9a"].verdict == "PASS"
+    assert "cost model" in claims["fdml-centralized-nn-slower-a9a"].statement
+    for cid, claim in claims.items():
+        if cid.endswith("default_credit"):
+            assert claim.verdict == "NOT CHECKED" and "not run" in claim.ours
     stale = claims["fdml-staleness-lowers-wallclock"]
-    assert stale.passed is True and "tau=4: 64.00" in stale.ours and "tau=16" not in stale.ours
+    assert stale.verdict == "PASS" and "tau=4: 64.00" in stale.ours and "tau=16" not in stale.ours
 
     table = (out.root / "tables" / "fdml_table1.md").read_text()
-    assert "paper (Tencent, private)" in table and "not run" in table
+    assert "paper (Tencent, private)" in table and "not run" in table and "epoch 10" in table
+    assert "0.8980 ± 0.0005" in table  # FDML LR at epoch 10, mean ± standard error over two seeds
     staleness = (out.root / "tables" / "fdml_staleness.md").read_text()
-    assert "threads" in staleness and "0.44440" in staleness  # target = 0.44 * 1.01
+    assert "threads" in staleness and "0.44440" in staleness and "rejected pulls" in staleness
     curves = (out.root / "plots" / "data" / "fdml_curves.csv").read_text().splitlines()
-    assert len(curves) == 1 + 6 * 3  # header, then 3 epochs of each a9a run
+    assert len(curves) == 1 + 6 * 12  # header, then 12 epochs of each a9a run
     for name in ("fdml_curves", "fdml_staleness"):
         assert (out.root / "plots" / f"{name}.png").stat().st_size > 0
-        assert (out.root / "plots" / "data" / f"{name}.csv").exists()
 
 
-def test_claims_fail_on_the_numbers(out):
-    runs = Runs(_a9a_runs(0.87) + [_staleness_run(0, 60.0), _staleness_run(4, 70.0)])
+def test_claims_fail_or_are_not_shown_on_the_numbers(out):
+    costs = {("lr", "local"): 0.1, ("lr", "all"): 3.0, ("lr", "split"): 2.0,
+             ("nn", "local"): 0.3, ("nn", "all"): 1.0, ("nn", "split"): 3.5}
+    runs = Runs(_a9a_runs((0.870, 0.871), central_nn=(0.9005, 0.9010), costs=costs)
+                + [_staleness_run(0, 60.0), _staleness_run(4, 70.0)])
     claims = {c.id: c for c in report.build(runs, out)}
-    assert claims["fdml-lr-auc-near-centralized-a9a"].passed is False
-    assert claims["fdml-beats-local-a9a"].passed is False  # LR: 0.87 < local 0.88
-    assert claims["fdml-staleness-lowers-wallclock"].passed is False
+    assert claims["fdml-lr-near-centralized-a9a"].verdict == "FAIL"  # gap 0.0295 > 0.01
+    assert claims["fdml-beats-local-lr-a9a"].verdict == "FAIL"  # 0.8705 < local 0.881
+    assert claims["fdml-centralized-nn-better-a9a"].verdict == "NOT SHOWN"  # a tie within the seed margin
+    assert claims["fdml-lr-slower-than-centralized-a9a"].verdict == "FAIL"
+    assert claims["fdml-centralized-nn-slower-a9a"].verdict == "FAIL"
+    assert claims["fdml-staleness-lowers-wallclock"].verdict == "FAIL"
+
+
+def test_near_centralized_is_not_checked_for_a_synchronous_fdml_run(out):
+    claims = {c.id: c for c in report.build(Runs(_a9a_runs((0.8995, 0.9)) + [], ), out)}
+    assert claims["fdml-lr-near-centralized-a9a"].verdict == "PASS"
+    claims = {c.id: c for c in report.build(Runs(_a9a_runs((0.8995, 0.9), tau=0)), out)}
+    assert claims["fdml-lr-near-centralized-a9a"].verdict == "NOT CHECKED"
+
+
+def test_single_seed_uses_the_fixed_margin(out):
+    runs = [_table_run("a9a", m, f, (a,)) for (m, f), a in
+            {("lr", "split"): 0.884, ("lr", "local"): 0.880}.items()]
+    claims = {c.id: c for c in report.build(Runs(runs), out)}
+    claim = claims["fdml-beats-local-lr-a9a"]
+    assert claim.verdict == "NOT SHOWN" and "single seed" in claim.margin  # 0.004 < 0.005
 
 
 def test_no_runs_at_all(out):
     claims = report.build(Runs([]), out)
-    assert len(claims) == 5 and all(c.passed is None for c in claims)
+    assert len(claims) == 15 and all(c.verdict == "NOT CHECKED" for c in claims)
     assert "not run" in (out.root / "tables" / "fdml_staleness.md").read_text()
 
 
 def test_duplicate_table_rows_are_an_error(out):
-    run = _table_run("a9a", "lr", "split", 0.9)
+    run = _table_run("a9a", "lr", "split", (0.9,))
     twin = Run(name="fdml_table1-a9a-again", params={}, metrics=dict(run.metrics), history=run.history)
     with pytest.raises(LookupError, match="two Table I runs"):
         report.build(Runs([run, twin]), out)
