@@ -129,10 +129,16 @@ def test_majority_error():
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # dp-accounting, on the absurd epsilon
 def test_absurd_epsilon_trains_and_its_accounting_failure_is_recorded(prepared, tmp_path):
-    """epsilon = 1e300 is finite and trains; the account stage records its failure and accounts the others."""
+    """epsilon = 1e300 is finite and trains; the account stage records its failure and accounts the others.
+
+    (With the paper's calibration epsilon^2 overflows: that is refused when the parameters are built.)
+    """
     from stages.account import main as account
 
-    blocks = {"huge": block(epsilon=1e300, T=2), "fine": block(T=2)}
+    with pytest.raises(ParamError, match=r"experiments\.e: epsilon cannot be calibrated with calibration 'paper'"
+                                         r".*got 1e\+300"):
+        experiment_params("e", block(epsilon=1e300))
+    blocks = {"huge": block(epsilon=1e300, T=2, calibration="exact"), "fine": block(T=2)}
     for name, b in blocks.items():
         out = run(name, b, prepared, seed=1)
         write_json(tmp_path / "runs" / name / "ledger.json", out["ledger"])

@@ -27,6 +27,7 @@ import numpy as np
 
 from ppml.algorithms import decentralized_admm
 from ppml.algorithms.decentralized_admm import Agent
+from ppml.config import fail
 from ppml.history import History
 from ppml.privacy import zcdp
 
@@ -56,6 +57,17 @@ class PrivateParams(decentralized_admm.Params):
     delta: float = field(default=1e-4, metadata={"gt": 0, "lt": 1})
     calibration: Literal["exact", "paper"] = "exact"
     noise: bool = True
+
+    def __post_init__(self) -> None:
+        # a target the calibration cannot turn into a finite budget (epsilon = 1e300: epsilon^2 overflows) is a
+        # parameter error here, not an OverflowError in the middle of training
+        try:
+            rho = self.rho_total
+        except (OverflowError, ValueError) as exc:
+            fail("epsilon", f"cannot be calibrated with calibration {self.calibration!r} at delta {self.delta!r}: "
+                            f"{exc}; got {self.epsilon!r}")
+        if not math.isfinite(rho):
+            fail("epsilon", f"gives a budget rho = {rho!r}; got {self.epsilon!r}")
 
     @property
     def rho_total(self) -> float:

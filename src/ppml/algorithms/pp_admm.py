@@ -142,6 +142,7 @@ class Params(private.PrivateParams):
     loss_scale: Literal["sum", "mean"] = "mean"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.variant == "paper" and self.loss_scale != "mean":
             fail("loss_scale", f"must be 'mean' with variant 'paper' (the paper's mean-loss objective), got "
                                f"{self.loss_scale!r}")
