@@ -34,20 +34,6 @@ def keys():
         yield {"djn": (djn_pk, djn_sk), "textbook": (textbook_pk, djn_sk), "plaintext": (plain_pk, plain_sk)}
 
 
-@pytest.fixture(scope="module")
-def other_key():
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
-        mp.setattr(paillier, "MIN_KEY_BITS", 256)
-        warnings.simplefilter("ignore", KeyLengthWarning)
-        yield generate_keypair(BITS, scheme="djn")
-
-
-@pytest.fixture(autouse=True)
-def short_keys_allowed(monkeypatch):
-    """Receivers validate key lengths too (PublicKey, from_wire); accept this module's 512-bit keys."""
-    monkeypatch.setattr(paillier, "MIN_KEY_BITS", 256)
-
-
 def _values(rng, size):
     """Floats of every kind: signs, zero, large, tiny."""
     v = rng.normal(size=size) * 10.0 ** rng.integers(-6, 7, size=size)
@@ -253,8 +239,8 @@ def test_plaintext_scheme_is_bit_identical(keys):
     assert keys["plaintext"][0].max_int == keys["djn"][0].max_int
 
 
-def test_foreign_key_ciphertexts_are_rejected(keys, other_key):
-    (pk, sk), (opk, _) = keys["djn"], other_key
+def test_foreign_key_ciphertexts_are_rejected(keys, djn_pair):
+    (pk, sk), (opk, _) = keys["djn"], djn_pair
     mine, theirs = pk.encrypt([1.0, 2.0], frac_bits=8), opk.encrypt([1.0, 2.0], frac_bits=8)
     with pytest.raises(CiphertextError, match="do not belong"):
         mine + theirs

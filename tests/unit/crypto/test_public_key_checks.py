@@ -19,19 +19,6 @@ from ppml.crypto.paillier import (CiphertextError, KeyLengthWarning, PublicKey, 
 BITS = 512
 
 
-@pytest.fixture(scope="module")
-def pair():
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
-        mp.setattr(paillier, "MIN_KEY_BITS", 256)
-        warnings.simplefilter("ignore", KeyLengthWarning)
-        yield generate_keypair(BITS, scheme="djn")
-
-
-@pytest.fixture(autouse=True)
-def short_keys_allowed(monkeypatch):
-    monkeypatch.setattr(paillier, "MIN_KEY_BITS", 256)
-
-
 def _wire(n, scheme="djn", h_s=None):
     return {"n": n, "scheme": scheme, "h_s": h_s}
 
@@ -40,8 +27,8 @@ def _prime(bits: int, seed: int) -> int:
     return int(gmpy2.next_prime((1 << (bits - 1)) + seed * 7919 + (1 << (bits - 3))))
 
 
-def test_a_genuine_key_is_accepted(pair):
-    pk, sk = pair
+def test_a_genuine_key_is_accepted(djn_pair):
+    pk, sk = djn_pair
     got = PublicKey.from_wire(pk.to_wire())
     assert got == pk
     assert network.decode(network.encode(pk)[0]) == pk
@@ -60,8 +47,8 @@ def test_a_genuine_key_is_accepted(pair):
     (lambda pk, sk: str(pk.h_s), "h_s must be an integer"),
     (lambda pk, sk: None, "needs the public base h_s"),
 ])
-def test_bad_djn_bases_are_refused(pair, make_h_s, message):
-    pk, sk = pair
+def test_bad_djn_bases_are_refused(djn_pair, make_h_s, message):
+    pk, sk = djn_pair
     with pytest.raises(PublicKeyError, match=message):
         PublicKey.from_wire(_wire(pk.n, h_s=make_h_s(pk, sk)))
 
@@ -109,8 +96,8 @@ def test_modulus_with_a_small_factor_is_refused():
         PublicKey.from_wire(_wire(n, "textbook"))
 
 
-def test_even_modulus_is_refused(pair):
-    pk, _ = pair
+def test_even_modulus_is_refused(djn_pair):
+    pk, _ = djn_pair
     with pytest.raises(PublicKeyError, match=r"must be an odd integer > 2, got 0x"):
         PublicKey.from_wire(_wire(pk.n + 1, "textbook"))
     for bad in (True, 2.0 * 3, "12345", -pk.n):
@@ -118,8 +105,8 @@ def test_even_modulus_is_refused(pair):
             PublicKey.from_wire(_wire(bad, "textbook"))
 
 
-def test_short_modulus_is_refused(pair, monkeypatch):
-    pk, _ = pair
+def test_short_modulus_is_refused(djn_pair, monkeypatch):
+    pk, _ = djn_pair
     monkeypatch.setattr(paillier, "MIN_KEY_BITS", 1024)
     with pytest.raises(PublicKeyError, match=r"too short: key length bits must be >= 1024, got 512"):
         PublicKey.from_wire(pk.to_wire())
@@ -128,8 +115,8 @@ def test_short_modulus_is_refused(pair, monkeypatch):
         network.decode(network.encode(pk)[0])
 
 
-def test_malformed_key_payloads_are_refused(pair):
-    pk, _ = pair
+def test_malformed_key_payloads_are_refused(djn_pair):
+    pk, _ = djn_pair
     with pytest.raises(PublicKeyError, match="keys n, scheme, h_s"):
         PublicKey.from_wire({"n": pk.n, "scheme": "djn"})
     with pytest.raises(PublicKeyError, match="scheme must be one of"):
@@ -139,16 +126,16 @@ def test_malformed_key_payloads_are_refused(pair):
 
 
 @pytest.mark.parametrize("frac_bits", [10**9, paillier.MAX_FRAC_BITS + 1, -1, True, 3.0, "8"])
-def test_absurd_frac_bits_on_the_wire_are_refused(pair, frac_bits):
-    pk, _ = pair
+def test_absurd_frac_bits_on_the_wire_are_refused(djn_pair, frac_bits):
+    pk, _ = djn_pair
     payload = pk.encrypt([1.0, 2.0], frac_bits=8).to_wire()
     payload["frac_bits"] = frac_bits
     with pytest.raises(CiphertextError, match=rf"frac_bits in \[0, {paillier.MAX_FRAC_BITS}\], got"):
         receive_vector(payload, pk)
 
 
-def test_largest_frac_bits_is_accepted(pair):
-    pk, sk = pair
+def test_largest_frac_bits_is_accepted(djn_pair):
+    pk, sk = djn_pair
     payload = pk.encrypt([0.0, 1.0], frac_bits=8).to_wire()
     payload["frac_bits"] = paillier.MAX_FRAC_BITS
     assert receive_vector(payload, pk).frac_bits == paillier.MAX_FRAC_BITS
