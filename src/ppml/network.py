@@ -24,13 +24,15 @@ from __future__ import annotations
 import io
 import math
 import struct
+import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["Network", "Endpoint", "Message", "encode", "decode", "register_wire_type", "WireError",
+__all__ = ["Network", "Endpoint", "Message", "encode", "decode", "register_wire_type", "WireError", "ProtocolError",
+           "EVALUATION", "CONTROL", "traffic_kind",
            "MAX_DEPTH"]
 
 
@@ -378,10 +380,24 @@ def decode(data: bytes) -> Any:
 # ---------------------------------------------------------------------------------------------------------
 # network
 
+EVALUATION = "eval/"
+"""Tags starting with this are evaluation traffic (scoring the current model), counted apart from training."""
+
+CONTROL = "ctl/"
+"""Tags starting with this are control traffic (a party saying it has nothing to send in a round), counted
+apart from the protocol's own messages so that per-iteration counts stay comparable with the papers'."""
+
+DEFAULT_TIMEOUT = 600.0
+"""Seconds a party waits for one message before the run fails (``timeout`` of an experiment block)."""
+
+
+class ProtocolError(RuntimeError):
+    """A run that cannot go on: a party failed, died, or waited too long for a message. Names the party."""
+
 
 @dataclass(frozen=True)
 class Message:
-    """The record of one message: who, to whom, what tag, in which round, how large."""
+    """The record of one message: who, to whom, what tag, in which of the sender's rounds, how large."""
 
     src: str
     dst: str
@@ -392,8 +408,26 @@ class Message:
     payload: Any = field(default=None, compare=False, repr=False)
 
 
+def traffic_kind(tag: str) -> str:
+    """``"training"``, ``"evaluation"`` or ``"control"``: how a message with this tag is counted."""
+    if tag.startswith(EVALUATION):
+        return "evaluation"
+    if tag.startswith(CONTROL):
+        return "control"
+    return "training"
+
+
 class Network:
-    """In-process network between named parties, recording every message.
+    """A network between named parties: checks who may talk, encodes, records every message.
+
+    The transport underneath only moves bytes. This class is the in-process transport: per (src, dst, tag) a
+    FIFO queue. Driver code may call one party after another (a receive with nothing queued is an error), or
+    :meth:`run` may run every party's program at once, deterministically: one program runs at a time and
+    hands over only when it waits for a message, so a run's messages, their order and every number are the
+    same on every run. A wait that no other party can ever satisfy is a deadlock, reported at once.
+
+    Rounds are counted per party: :meth:`Endpoint.next_round` ends the sender's round; a message carries the
+    round of its sender; :attr:`round` is the most rounds any party finished.
 
     Parameters
     ----------
@@ -403,18 +437,29 @@ class Network:
         Keep a decoded copy of every payload in :attr:`messages` (for traffic-audit tests).
     edges : iterable of (str, str), optional
         When given, only these (undirected) pairs may exchange messages: a decentralized graph.
+    timeout : float, optional
+        Seconds a receive may wait (transports with real concurrency; the in-process scheduler never waits).
     """
 
     def __init__(self, names: Iterable[str], *, capture: bool = False,
-                 edges: Iterable[tuple[str, str]] | None = None) -> None:
+                 edges: Iterable[tuple[str, str]] | None = None, timeout: float | None = None) -> None:
         self.names = tuple(names)
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"duplicate network addresses in {self.names}")
         self.capture = capture
         self.edges = None if edges is None else {frozenset(e) for e in edges}
-        self.round = 0
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self.messages: list[Message] = []
-        self._queues: dict[tuple[str, str, str], deque[bytes]] = defaultdict(deque)
+        self._rounds = dict.fromkeys(self.names, 0)
+        self._queues: dict[tuple[str, str, str], deque[tuple[int, bytes]]] = defaultdict(deque)
+        self._seq: dict[tuple[str, str], int] = defaultdict(int)
+        self._scheduler: _Scheduler | None = None
+        self.where: dict[str, dict[str, Any]] = {}  # per address: the host and pid its program ran in
+
+    @property
+    def round(self) -> int:
+        """The most rounds any party has finished."""
+        return max(self._rounds.values(), default=0)
 
     def endpoint(self, name: str) -> "Endpoint":
         self._check_name(name)
@@ -425,7 +470,7 @@ class Network:
             raise KeyError(f"{name!r} is not on this network (addresses: {', '.join(self.names)})")
 
     def send(self, src: str, dst: str, tag: str, payload: Any) -> int:
-        """Serialize `payload`, record it, queue it for `dst`; returns the byte count."""
+        """Serialize `payload`, record it, hand it to the transport for `dst`; returns the byte count."""
         self._check_name(src)
         self._check_name(dst)
         if src == dst:
@@ -433,57 +478,196 @@ class Network:
         if self.edges is not None and frozenset((src, dst)) not in self.edges:
             raise PermissionError(f"{src!r} and {dst!r} are not neighbours; {tag!r} cannot be sent")
         data, n_ct = encode(payload)
-        self._queues[(src, dst, tag)].append(data)
-        self.messages.append(Message(src, dst, tag, self.round, len(data), n_ct,
+        self.messages.append(Message(src, dst, tag, self._rounds[src], len(data), n_ct,
                                      decode(data) if self.capture else None))
+        self._post(src, dst, tag, data)
         return len(data)
 
+    def _post(self, src: str, dst: str, tag: str, data: bytes) -> None:
+        """The transport: queue `data` for `dst`, numbered in the order `src` sent to `dst`."""
+        seq = self._seq[(src, dst)]
+        self._seq[(src, dst)] = seq + 1
+        self._queues[(src, dst, tag)].append((seq, data))
+
+    def _take(self, dst: str, src: str, tags: tuple[str, ...]) -> tuple[str, bytes]:
+        """The transport: the earliest-sent queued message from `src` to `dst` with one of `tags`."""
+        queues = [(tag, self._queues[(src, dst, tag)]) for tag in tags]
+        if not any(q for _, q in queues):
+            wanted = " or ".join(repr(t) for t in tags)
+            if self._scheduler is None:
+                raise LookupError(f"{dst!r} expected {wanted} from {src!r}, but nothing is queued")
+            self._scheduler.wait(dst, lambda: any(q for _, q in queues), f"{wanted} from {src!r}")
+        tag, queue = min(((t, q) for t, q in queues if q), key=lambda item: item[1][0][0])
+        return tag, queue.popleft()[1]
+
     def recv(self, dst: str, src: str, tag: str) -> Any:
-        """The oldest queued `tag` message from `src` to `dst`, decoded afresh."""
-        queue = self._queues.get((src, dst, tag))
-        if not queue:
-            raise LookupError(f"{dst!r} expected {tag!r} from {src!r}, but nothing is queued")
-        return decode(queue.popleft())
+        """The oldest `tag` message from `src` to `dst`, decoded afresh (waiting for it inside :meth:`run`)."""
+        return self.recv_first(dst, src, (tag,))[1]
+
+    def recv_first(self, dst: str, src: str, tags: Iterable[str]) -> tuple[str, Any]:
+        """(tag, payload) of the first message `src` sent to `dst` among those with one of `tags`."""
+        self._check_name(src)
+        tag, data = self._take(dst, src, tuple(tags))
+        return tag, decode(data)
 
     def pending(self, dst: str, src: str, tag: str) -> int:
         """How many `tag` messages from `src` wait for `dst`."""
         return len(self._queues.get((src, dst, tag), ()))
 
-    def next_round(self) -> None:
-        self.round += 1
+    def next_round(self, name: str | None = None) -> None:
+        """End the current round of party `name` (of every party when None)."""
+        for n in self.names if name is None else (name,):
+            self._rounds[n] += 1
+
+    def run(self, programs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        """Run each party's program (keyed by its address) to the end; returns what each returned.
+
+        Deterministic: one program runs at a time, in the order given, and hands over only when it waits for
+        a message that has not been sent; the next program able to go on runs then. A program that raises
+        ends the run with that error, annotated with the party's name; a state in which every unfinished
+        program waits for a message nobody can send raises :class:`ProtocolError` naming each wait.
+        """
+        for name in programs:
+            self._check_name(name)
+        if self._scheduler is not None:
+            raise RuntimeError("Network.run is already running")
+        self._scheduler = _Scheduler(list(programs))
+        try:
+            return self._scheduler.run(programs)
+        finally:
+            self._scheduler = None
 
     def summary(self) -> dict:
-        """Totals for comm.json: per role sent/received messages, bytes, ciphertexts; per tag; rounds."""
-        roles: dict[str, dict[str, int]] = {
-            n: {"messages_sent": 0, "bytes_sent": 0, "ciphertexts_sent": 0,
-                "messages_received": 0, "bytes_received": 0, "ciphertexts_received": 0} for n in self.names}
-        tags: dict[str, dict[str, Any]] = {}
-        for m in self.messages:
-            roles[m.src]["messages_sent"] += 1
-            roles[m.src]["bytes_sent"] += m.nbytes
-            roles[m.src]["ciphertexts_sent"] += m.ciphertexts
-            roles[m.dst]["messages_received"] += 1
-            roles[m.dst]["bytes_received"] += m.nbytes
-            roles[m.dst]["ciphertexts_received"] += m.ciphertexts
-            t = tags.setdefault(m.tag, {"messages": 0, "bytes": 0, "ciphertexts": 0, "routes": []})
-            t["messages"] += 1
-            t["bytes"] += m.nbytes
-            t["ciphertexts"] += m.ciphertexts
-            route = f"{m.src}->{m.dst}"
-            if route not in t["routes"]:
-                t["routes"].append(route)
-        return {
-            "rounds": self.round,
-            "messages": len(self.messages),
-            "bytes": sum(m.nbytes for m in self.messages),
-            "ciphertexts": sum(m.ciphertexts for m in self.messages),
-            "roles": roles,
-            "tags": tags,
-        }
+        """Totals for comm.json.
+
+        Training traffic: per role sent/received messages, bytes, ciphertexts; per tag; rounds. Evaluation
+        and control traffic (see :data:`EVALUATION`, :data:`CONTROL`) are counted apart, under
+        ``"evaluation"`` and ``"control"``, when there is any.
+        """
+        kinds = {kind: [m for m in self.messages if traffic_kind(m.tag) == kind]
+                 for kind in ("training", "evaluation", "control")}
+        out = {"rounds": self.round, **_totals(self.names, kinds["training"])}
+        for kind in ("evaluation", "control"):
+            if kinds[kind]:
+                totals = _totals(self.names, kinds[kind])
+                out[kind] = {k: totals[k] for k in ("messages", "bytes", "ciphertexts", "tags")}
+        return out
 
     def bytes_between(self, a: str, b: str) -> int:
-        """Bytes sent in either direction between `a` and `b`."""
-        return sum(m.nbytes for m in self.messages if {m.src, m.dst} == {a, b})
+        """Training bytes sent in either direction between `a` and `b`."""
+        return sum(m.nbytes for m in self.messages if {m.src, m.dst} == {a, b} and traffic_kind(m.tag) == "training")
+
+
+def _totals(names: tuple[str, ...], messages: list[Message]) -> dict:
+    roles: dict[str, dict[str, int]] = {
+        n: {"messages_sent": 0, "bytes_sent": 0, "ciphertexts_sent": 0,
+            "messages_received": 0, "bytes_received": 0, "ciphertexts_received": 0} for n in names}
+    tags: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        roles[m.src]["messages_sent"] += 1
+        roles[m.src]["bytes_sent"] += m.nbytes
+        roles[m.src]["ciphertexts_sent"] += m.ciphertexts
+        roles[m.dst]["messages_received"] += 1
+        roles[m.dst]["bytes_received"] += m.nbytes
+        roles[m.dst]["ciphertexts_received"] += m.ciphertexts
+        t = tags.setdefault(m.tag, {"messages": 0, "bytes": 0, "ciphertexts": 0, "routes": []})
+        t["messages"] += 1
+        t["bytes"] += m.nbytes
+        t["ciphertexts"] += m.ciphertexts
+        route = f"{m.src}->{m.dst}"
+        if route not in t["routes"]:
+            t["routes"].append(route)
+    return {
+        "messages": len(messages),
+        "bytes": sum(m.nbytes for m in messages),
+        "ciphertexts": sum(m.ciphertexts for m in messages),
+        "roles": roles,
+        "tags": tags,
+    }
+
+
+class _Aborted(BaseException):
+    """Raised inside a waiting program when another program failed: unwinds it without masking that error."""
+
+
+class _Scheduler:
+    """One program at a time, handed over only at a wait: the in-process transport's deterministic order."""
+
+    def __init__(self, order: list[str]) -> None:
+        self._order = order
+        self._cv = threading.Condition()
+        self._current: str | None = None
+        self._waits: dict[str, tuple[Callable[[], bool], str]] = {}
+        self._done: set[str] = set()
+        self._error: BaseException | None = None
+
+    def _runnable(self, name: str) -> bool:
+        if name in self._done:
+            return False
+        wait = self._waits.get(name)
+        return wait is None or wait[0]()
+
+    def _hand_over(self, after: str) -> None:
+        """Give the turn to the first program after `after` (cyclically) that can go on. Holds the lock."""
+        i = self._order.index(after)
+        for name in self._order[i + 1:] + self._order[:i + 1]:
+            if self._runnable(name):
+                self._current = name
+                break
+        else:
+            self._current = None
+            if len(self._done) < len(self._order) and self._error is None:
+                waits = "; ".join(f"{n} waits for {w[1]}" for n, w in self._waits.items())
+                self._error = ProtocolError(f"protocol deadlock: every unfinished party waits for a message "
+                                            f"nobody will send ({waits})")
+        self._cv.notify_all()
+
+    def _await_turn(self, name: str) -> None:
+        self._cv.wait_for(lambda: self._current == name or self._error is not None)
+        if self._error is not None:
+            raise _Aborted
+
+    def wait(self, name: str, ready: Callable[[], bool], what: str) -> None:
+        """Called by program `name` when what it needs (`what`) is not there: hand over until `ready()`."""
+        with self._cv:
+            self._waits[name] = (ready, what)
+            self._hand_over(name)
+            self._await_turn(name)
+            del self._waits[name]
+
+    def run(self, programs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        results: dict[str, Any] = {}
+
+        def body(name: str, program: Callable[[], Any]) -> None:
+            try:
+                with self._cv:
+                    self._await_turn(name)
+                results[name] = program()
+            except _Aborted:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - re-raised by run() in the caller's thread
+                with self._cv:
+                    if self._error is None:
+                        if hasattr(exc, "add_note"):  # Python >= 3.11
+                            exc.add_note(f"(in the program of party {name!r})")
+                        self._error = exc
+            with self._cv:
+                self._done.add(name)
+                self._waits.pop(name, None)
+                if self._current == name or self._error is not None:
+                    self._hand_over(name)
+
+        threads = [threading.Thread(target=body, args=item, name=f"party-{item[0]}", daemon=True)
+                   for item in programs.items()]
+        with self._cv:
+            self._current = self._order[0]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self._error is not None:
+            raise self._error
+        return results
 
 
 class Endpoint:
@@ -504,5 +688,13 @@ class Endpoint:
     def recv(self, src: str, tag: str) -> Any:
         return self._net.recv(self.name, src, tag)
 
+    def recv_first(self, src: str, tags: Iterable[str]) -> tuple[str, Any]:
+        """(tag, payload) of the first message `src` sent here among those with one of `tags`."""
+        return self._net.recv_first(self.name, src, tags)
+
     def pending(self, src: str, tag: str) -> int:
         return self._net.pending(self.name, src, tag)
+
+    def next_round(self) -> None:
+        """This party's round is over: its next messages count in the next round."""
+        self._net.next_round(self.name)

@@ -12,7 +12,7 @@ from ppml.config import ParamError, build
 from ppml.history import ConvergenceWarning
 from ppml.metrics import logistic_loss
 from ppml.models.losses import logistic_objective, solve_l2_logistic, with_bias
-from ppml.network import Network, encode
+from ppml.network import traffic_kind, Network, encode
 from ppml.parties import Party
 from ppml.privacy.accountants import tight_epsilon
 from ppml.privacy.bounds_admm_sharing import theorem3_sensitivity, theorem3_sigma
@@ -351,6 +351,11 @@ def test_traffic_is_only_the_messages_table():
               admm_sharing.TAG_SHARE: {(o, central) for o in others}}
     assert {m["tag"] for m in admm_sharing.MESSAGES} == set(routes)
     expected = {(tag, src, dst) for tag, pairs in routes.items() for src, dst in pairs}
+    side = [m for m in network.messages if traffic_kind(m.tag) != "training"]
+    assert {m.tag for m in side} == {m["tag"] for m in admm_sharing.SIDE_MESSAGES}
+    assert all(central in (m.src, m.dst) for m in side)
+    # evaluation and control messages are counted apart: the protocol's totals are the table's messages only
+    network.messages = [m for m in network.messages if traffic_kind(m.tag) == "training"]
     assert {(m.tag, m.src, m.dst) for m in network.messages} == expected
 
     def arrays(payload):
@@ -382,8 +387,9 @@ def test_shares_are_noised_and_labels_never_leave():
     for a, b in zip(first_exact, first_noisy):  # same state before the first share: only the noise differs
         assert np.std(b - a) == pytest.approx(0.5, rel=0.3)
     labels = 2.0 * parties[0].y - 1.0
-    for m in noisy.messages:
-        for arr in (m.payload.values() if isinstance(m.payload, dict) else [m.payload]):
+    for m in noisy.messages:  # evaluation and control messages included
+        values = m.payload.values() if isinstance(m.payload, dict) else [m.payload]
+        for arr in (v for v in values if isinstance(v, np.ndarray) and v.shape == labels.shape):
             assert not np.allclose(np.abs(arr), 1.0)
             assert not np.allclose(arr, labels)
 

@@ -101,6 +101,6 @@ def test_encoding_is_pinned():
 
 def test_recv_of_corrupt_bytes_raises_wire_error():
     net = Network(["a", "b"])
-    net._queues[("a", "b", "t")].append(encode([1.0, "x"])[0][:-1])  # a transport that lost the last byte
+    net._post("a", "b", "t", encode([1.0, "x"])[0][:-1])  # a transport that lost the last byte
     with pytest.raises(WireError, match="truncated .* at byte"):
         net.recv("b", "a", "t")

@@ -90,7 +90,9 @@ References
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -100,18 +102,20 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.special import expit
 
-from ppml.config import fail
+from ppml import runtime
+from ppml.config import ParamError, fail
 from ppml.data.normalize import clip_rows
 from ppml.history import History
 from ppml.metrics import logistic_loss
 from ppml.models.losses import Objective, logistic_objective, mean_form_lam, with_bias
-from ppml.network import Endpoint, Network
-from ppml.parties import Matrix, Party, label_holder, signed_labels
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network
+from ppml.parties import Matrix, Party, signed_labels
 from ppml.privacy.bounds_admm_sharing import corollary1, theorem3_sensitivity, theorem3_sigma
 from ppml.privacy.events import GaussianEvent
 from ppml.privacy.mechanisms import gaussian
+from ppml.runtime import Public, Role
 
-__all__ = ["MESSAGES", "Params", "fit", "z_update", "x_update_solver", "ColumnSpaceNoise", "TAG_BROADCAST",
+__all__ = ["MESSAGES", "Params", "fit", "roles", "assemble", "z_update", "x_update_solver", "ColumnSpaceNoise", "TAG_BROADCAST",
            "TAG_SHARE"]
 
 TAG_BROADCAST = "residual_dual"
@@ -128,6 +132,18 @@ MESSAGES: tuple[dict[str, str], ...] = (
      "content": "the party's share D_m x_m: one value per sample, every epoch",
      "protection": "DP variant: Gaussian noise N(0, sigma^2) on every value (noise_form shares), or "
                    "D_m xi_m with xi_m ~ N(0, sigma^2 (D_m^T D_m)^+) (noise_form eq16); exact otherwise"},
+)
+
+#: traffic outside the protocol, counted apart (comm.json "evaluation" and "control"): the run's diagnostics and
+#: the role programs' own coordination. Evaluation messages carry exact scores, so they are outside the privacy
+#: guarantee: a deployment that needs the guarantee evaluates only the final model, or not at all.
+SIDE_MESSAGES: tuple[dict[str, str], ...] = (
+    {"tag": "ctl/aligned", "src": "every other party", "dst": "central node (label holder)",
+     "content": "SHA-256 of the party's row ids, once: the central node checks the rows are aligned"},
+    {"tag": "eval/scores", "src": "every other party", "dst": "central node (label holder)",
+     "content": "exact scores D_m x_m on the training and test rows and ||x_m||^2, every epoch (evaluation)"},
+    {"tag": "ctl/stop", "src": "central node (label holder)", "dst": "every other party",
+     "content": "nothing: training is over, once"},
 )
 
 Z_TOL = 1e-10  # absolute accuracy of every z_i
@@ -461,13 +477,19 @@ class _PartyRole:
             self.sent_share = self.clean_share
         return self.sent_share
 
-    def exchange(self) -> None:
-        """A non-central party's epoch: receive the broadcast, update, push the share."""
-        message = self._endpoint.recv(self._central, TAG_BROADCAST)
-        self._endpoint.send(self._central, TAG_SHARE, self.update(message["residual"], message["dual"]))
+    def evaluation(self) -> dict:
+        """What this party sends for evaluation: its exact scores on the training and test rows, ||x_m||^2."""
+        return {"train": self.clean_share, "test": self.test_scores(), "sqnorm": float(np.dot(self.x, self.x))}
 
     def test_scores(self) -> np.ndarray | None:
         return None if self._D_test is None else np.asarray(self._D_test @ self.x)
+
+    def report(self) -> dict:
+        """This party's own facts for the run's record (what it would log at its site)."""
+        return {"columns": self.n_columns, "sigma": self.sigma, "sensitivity": self.sensitivity,
+                "smallest_eigenvalue": self.smallest_eigenvalue, "rows_clipped": self.rows_clipped,
+                "x_norm": float(np.linalg.norm(self.x)), "releases": self.releases,
+                "noise_rank": self.noise_rank, "event": self.event}
 
     @property
     def event(self) -> GaussianEvent | None:
@@ -512,28 +534,114 @@ class _CentralRole:
 
 
 # -----------------------------------------------------------------------------------------------------------
-# the run
+# the role programs
+
+TAG_STOP = CONTROL + "stop"  # central -> parties: training is over (control traffic)
+TAG_ALIGNED = CONTROL + "aligned"  # party -> central: a digest of its row ids, to check the alignment
+TAG_EVAL = EVALUATION + "scores"  # party -> central: its exact scores and ||x_m||^2 (evaluation traffic)
 
 
-def _check_vertical(parties: list[Party], evaluation: Party | None) -> Party:
-    if evaluation is not None:
+def _ids_digest(party: Party) -> str:
+    return hashlib.sha256("\n".join(map(str, party.ids)).encode()).hexdigest()
+
+
+def _member_program(endpoint: Endpoint, party: Party, *, central: str, params: Params, lam_s: float,
+                    n_parties: int, rng: np.random.Generator) -> dict:
+    """A party other than the central node: per epoch, receive ``s - z`` and ``y``, send its (noised) share."""
+    role = _PartyRole(party, endpoint, central=central, params=params, lam_s=lam_s, n_parties=n_parties,
+                      rng=rng)
+    endpoint.send(central, TAG_ALIGNED, _ids_digest(party))
+    while True:
+        tag, message = endpoint.recv_first(central, (TAG_BROADCAST, TAG_STOP))
+        if tag == TAG_STOP:
+            return role.report()
+        endpoint.send(central, TAG_SHARE, role.update(message["residual"], message["dual"]))
+        endpoint.next_round()
+        endpoint.send(central, TAG_EVAL, role.evaluation())
+
+
+def _central_program(endpoint: Endpoint, party: Party, *, order: list[str], params: Params, lam_s: float,
+                     lam_mean: float, rng: np.random.Generator) -> dict:
+    """The label holder: its own share, z, the dual y, the stopping rule and the evaluation of each epoch."""
+    if party.y is None:
+        raise ValueError(f"party {party.name!r} is ADMM sharing's central node but holds no labels")
+    others = [name for name in order if name != party.name]
+    own = _PartyRole(party, endpoint, central=party.name, params=params, lam_s=lam_s, n_parties=len(order),
+                     rng=rng)
+    central = _CentralRole(party, endpoint, own=own, others=others, params=params)
+    digest = _ids_digest(party)
+    for name in others:
+        if endpoint.recv(name, TAG_ALIGNED) != digest:
+            raise ValueError(f"party {name!r}: its training rows are not aligned with {party.name!r}'s")
+
+    history = History("admm_sharing")
+    seconds = 0.0
+    converged = False
+    for epoch in range(1, params.max_epochs + 1):
+        start = time.perf_counter()
+        central.start_epoch()
+        primal_res, dual_res = central.finish_epoch()
+        endpoint.next_round()
+        seconds += time.perf_counter() - start
+
+        # evaluation of the current model through the parties' evaluation messages, outside the protocol
+        scored = {name: endpoint.recv(name, TAG_EVAL) for name in others}
+        scored[party.name] = own.evaluation()
+        train_scores = sum(scored[name]["train"] for name in order)
+        sqnorm = sum(scored[name]["sqnorm"] for name in order)
+        record = {"epoch": epoch, "train_objective": logistic_objective(train_scores, party.y, None, lam_mean,
+                                                                        sqnorm=sqnorm)}
+        if party.y_test is not None:
+            test_scores = sum(scored[name]["test"] for name in order)
+            record["test_logloss"] = logistic_loss(party.y_test, test_scores)
+        history.log(**record, primal_residual=primal_res, dual_residual=dual_res, seconds=seconds)
+        if primal_res <= params.tol_primal and dual_res <= params.tol_dual:
+            converged = True
+            break
+    endpoint.broadcast(others, TAG_STOP, None)
+
+    epochs = history.epochs
+    history.stop(converged=converged,
+                 reason=(f"primal and dual residuals below tolerance after {epochs} epochs" if converged else
+                         f"reached max_epochs = {params.max_epochs} with residuals {primal_res:.3g} "
+                         f"(primal), {dual_res:.3g} (dual)"))
+    history.extra.update(z_abs_max=float(np.max(np.abs(central.z))), y_abs_max=float(np.max(np.abs(central.y))))
+    history.finish(train_objective=history.records[-1]["train_objective"], y_train=party.y,
+                   train_scores=train_scores, y_test=party.y_test,
+                   test_scores=test_scores if party.y_test is not None else None,
+                   primal_residual=primal_res, dual_residual=dual_res, lam_mean=lam_mean)
+    return {"history": history, "report": own.report()}
+
+
+def _check_vertical(public: Public) -> str:
+    if public.evaluator is not None:
         fail("dataset", "must be vertically partitioned for ADMM sharing; it has an evaluation party "
                         "(horizontal data)")
-    holder = label_holder(parties)
-    for p in parties:
-        if p.n_samples != holder.n_samples or not np.array_equal(p.ids, holder.ids):
-            raise ValueError(f"party {p.name!r}: its training rows are not aligned with {holder.name!r}'s")
-        if holder.y_test is not None and (p.X_test is None or p.X_test.shape[0] != len(holder.y_test)):
-            raise ValueError(f"party {p.name!r}: no test columns for the {len(holder.y_test)} test rows of "
+    holders = public.label_holders
+    if len(holders) != 1:
+        raise ParamError(f"dataset must give labels to exactly one party, found label holders {holders}")
+    holder = public.info(holders[0])
+    for p in public.parties:
+        if p.train_rows != holder.train_rows:
+            raise ValueError(f"party {p.name!r}: its training rows are not aligned with {holder.name!r}'s "
+                             f"({p.train_rows} rows, {holder.train_rows})")
+        if holder.test_rows and p.test_rows != holder.test_rows:
+            raise ValueError(f"party {p.name!r}: no test columns for the {holder.test_rows} test rows of "
                              f"{holder.name!r}")
-    return holder
+    return holder.name
 
 
-def _ledger(history: History, roles: list[_PartyRole], params: Params, epochs: int, *, lam_s: float) -> None:
+def _lams(public: Public, params: Params) -> tuple[float, float]:
+    n = public.info(public.label_holders[0]).train_rows  # public: every party holds the same aligned rows
+    lam_mean = mean_form_lam(params.lam, objective=params.objective, n_samples=n)
+    return lam_mean, n * lam_mean  # the summed loss's weight: the x-updates' and Theorem 3's lambda
+
+
+def _ledger(history: History, reports: dict[str, dict], params: Params, epochs: int, *, lam_s: float) -> None:
     ledger = history.ledger
     if params.calibrated:
-        for role in roles:
-            ledger.spend(role.event)
+        for report in reports.values():
+            ledger.spend(report["event"])
         inputs = {"epsilon": params.epsilon, "delta": params.delta, "epochs": epochs,
                   "delta_prime": params.delta}
         paper = corollary1(**inputs)
@@ -555,7 +663,7 @@ def _ledger(history: History, roles: list[_PartyRole], params: Params, epochs: i
             f"{params.objective}, lam = {params.lam:g})",
         ]
     elif params.sigma > 0 and params.noise_form == "eq16":
-        ranks = ", ".join(f"{r.name}: {r.noise_rank}" for r in roles)
+        ranks = ", ".join(f"{name}: {r['noise_rank']}" for name, r in reports.items())
         ledger.notes.append(f"fixed noise of eq. (16): x_m + xi_m with xi_m ~ N(0, {params.sigma:g}^2 "
                             "(D_m^T D_m)^+), so each share carries N(0, sigma^2) along the column space of D_m "
                             f"only (dimension {ranks}); no sensitivity bound holds for it: epsilon not "
@@ -568,9 +676,47 @@ def _ledger(history: History, roles: list[_PartyRole], params: Params, epochs: i
         ledger.notes.append("no noise: the shared values D_m x_m are exact; no differential privacy")
 
 
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network | None = None
+          ) -> list[Role]:
+    """One program per party: the label holder runs the central node as well as its own share."""
+    holder = _check_vertical(public)
+    lam_mean, lam_s = _lams(public, params)
+    streams = rng.spawn(len(public.parties))
+    out = []
+    for p, stream in zip(public.parties, streams):
+        if p.name == holder:
+            out.append(Role(p.name, _central_program, p.name,
+                            {"order": public.names, "params": params, "lam_s": lam_s, "lam_mean": lam_mean,
+                             "rng": stream}))
+        else:
+            out.append(Role(p.name, _member_program, p.name,
+                            {"central": holder, "params": params, "lam_s": lam_s, "n_parties": len(public.parties),
+                             "rng": stream}))
+    return out
+
+
+def assemble(public: Public, params: Params, results: dict) -> History:
+    """The run's History: the central node's records, the privacy ledger from every party's own report."""
+    holder = public.label_holders[0]
+    lam_mean, lam_s = _lams(public, params)
+    history: History = results[holder]["history"]
+    reports = {name: (results[name]["report"] if name == holder else results[name]) for name in public.names}
+    _ledger(history, reports, params, history.epochs, lam_s=lam_s)
+    history.extra = {
+        "mode": "calibrated" if params.calibrated else "fixed" if params.sigma > 0 else "none",
+        "lam_sum": lam_s,
+        "parties": {name: {k: v for k, v in r.items() if k != "event"} for name, r in reports.items()},
+        **history.extra,
+    }
+    final = list(history.final.items())
+    at = [k for k, _ in final].index("primal_residual")
+    history.final = dict(final[:at] + [("noise_sigma", max(r["sigma"] for r in reports.values()))] + final[at:])
+    return history
+
+
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
         evaluation: Party | None = None) -> History:
-    """Train l2-regularized logistic regression by (differentially private) ADMM sharing.
+    """Train l2-regularized logistic regression by (differentially private) ADMM sharing, in this process.
 
     Parameters
     ----------
@@ -592,62 +738,4 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         ``primal_residual``, ``dual_residual`` and cumulative protocol ``seconds`` (evaluation excluded).
         Final metrics add ``lam_mean``.
     """
-    holder = _check_vertical(parties, evaluation)
-    history = History("admm_sharing")
-    n = holder.n_samples  # public: every party holds the same aligned rows
-    lam_mean = mean_form_lam(params.lam, objective=params.objective, n_samples=n)
-    lam_s = n * lam_mean  # the summed loss's weight: the x-updates' and Theorem 3's lambda
-    streams = rng.spawn(len(parties))
-    roles = [_PartyRole(p, network.endpoint(p.name), central=holder.name, params=params, lam_s=lam_s,
-                        n_parties=len(parties), rng=stream) for p, stream in zip(parties, streams)]
-    own = next(r for r in roles if r.name == holder.name)
-    others = [r for r in roles if r is not own]
-    central = _CentralRole(holder, network.endpoint(holder.name), own=own, others=[r.name for r in others],
-                           params=params)
-
-    seconds = 0.0
-    converged = False
-    for epoch in range(1, params.max_epochs + 1):
-        start = time.perf_counter()
-        central.start_epoch()
-        for role in others:
-            role.exchange()
-        primal_res, dual_res = central.finish_epoch()
-        network.next_round()
-        seconds += time.perf_counter() - start
-
-        # evaluation of the current model, outside the protocol
-        w = np.concatenate([r.x for r in roles])
-        train_scores = sum(r.clean_share for r in roles)
-        record = {"epoch": epoch,
-                  "train_objective": logistic_objective(train_scores, holder.y, w, lam_mean)}
-        if holder.y_test is not None:
-            test_scores = sum(r.test_scores() for r in roles)
-            record["test_logloss"] = logistic_loss(holder.y_test, test_scores)
-        history.log(**record, primal_residual=primal_res, dual_residual=dual_res, seconds=seconds)
-        if primal_res <= params.tol_primal and dual_res <= params.tol_dual:
-            converged = True
-            break
-
-    epochs = history.epochs
-    history.stop(converged=converged,
-                 reason=(f"primal and dual residuals below tolerance after {epochs} epochs" if converged else
-                         f"reached max_epochs = {params.max_epochs} with residuals {primal_res:.3g} "
-                         f"(primal), {dual_res:.3g} (dual)"))
-    _ledger(history, roles, params, epochs, lam_s=lam_s)
-    history.extra.update(
-        mode="calibrated" if params.calibrated else "fixed" if params.sigma > 0 else "none",
-        lam_sum=lam_s,
-        parties={r.name: {"columns": r.n_columns, "sigma": r.sigma, "sensitivity": r.sensitivity,
-                          "smallest_eigenvalue": r.smallest_eigenvalue, "rows_clipped": r.rows_clipped,
-                          "x_norm": float(np.linalg.norm(r.x)), "releases": r.releases,
-                          "noise_rank": r.noise_rank} for r in roles},
-        z_abs_max=float(np.max(np.abs(central.z))),
-        y_abs_max=float(np.max(np.abs(central.y))),
-    )
-    test_scores = sum(r.test_scores() for r in roles) if holder.y_test is not None else None
-    history.finish(train_objective=history.records[-1]["train_objective"], y_train=holder.y,
-                   train_scores=sum(r.clean_share for r in roles), y_test=holder.y_test,
-                   test_scores=test_scores, noise_sigma=max(r.sigma for r in roles),
-                   primal_residual=primal_res, dual_residual=dual_res, lam_mean=lam_mean)
-    return history
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)

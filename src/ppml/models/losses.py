@@ -55,10 +55,16 @@ def mean_form_lam(lam: float, *, objective: str, n_samples: int) -> float:
     return float(lam) if objective == "mean" else float(lam) / int(n_samples)
 
 
-def logistic_objective(scores: np.ndarray, y01: np.ndarray, w: np.ndarray, lam: float) -> float:
-    """f from precomputed scores s = X w (so that split models can report it without joining X)."""
+def logistic_objective(scores: np.ndarray, y01: np.ndarray, w: np.ndarray | None, lam: float, *,
+                       sqnorm: float | None = None) -> float:
+    """f from precomputed scores s = X w (so that split models can report it without joining X).
+
+    A split model's holder may pass ``sqnorm`` = ||w||^2 (the sum of each party's ||w_m||^2) instead of `w`.
+    """
     y = 2.0 * np.asarray(y01, dtype=float) - 1.0
-    return float(np.mean(np.logaddexp(0.0, -y * scores)) + 0.5 * lam * float(np.dot(w, w)))
+    if sqnorm is None:
+        sqnorm = float(np.dot(w, w))
+    return float(np.mean(np.logaddexp(0.0, -y * scores)) + 0.5 * lam * float(sqnorm))
 
 
 def objective_and_gradient(w: np.ndarray, X, y01: np.ndarray, lam: float) -> tuple[float, np.ndarray]:
