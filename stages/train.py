@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.experiment import run
 from ppml.io import write_json
+from ppml.network import ProtocolError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamError, FileNotFoundError) as exc:
         print(f"train@{args.experiment}: {exc}", file=sys.stderr)
         return 2
+    except ProtocolError as exc:  # a party failed, died or timed out: nothing is written
+        print(f"train@{args.experiment}: {exc}", file=sys.stderr)
+        return 1
     for part in ("history", "ledger", "comm", "metrics"):  # metrics last: its presence marks a complete run
         write_json(f"{args.out}/{part}.json", outputs[part])
     m = outputs["metrics"]

@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPORTS = {
     "download": ["stages/download.py"],
     "prepare": ["stages/prepare.py"],
-    "train": ["stages/train.py"] + [f"-m{m}" for m in sorted(set(ALGORITHMS.values()))],
+    "train": ["stages/train.py", "-mppml.transport_ray"] + [f"-m{m}" for m in sorted(set(ALGORITHMS.values()))],
     "train_encrypted": ["stages/train.py", "-mppml.algorithms.paillier_sgd", "-mppml.algorithms.paillier_sqn",
-                        "-mppml.data.prepared"],
+                        "-mppml.data.prepared", "-mppml.transport_ray"],
 }
 
 

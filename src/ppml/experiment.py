@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -13,12 +14,15 @@ from ppml.algorithms import get_algorithm, make_network
 from ppml.config import ParamError, build, check, flat_fields
 from ppml.history import History
 from ppml.io import read_json
+from ppml.network import DEFAULT_TIMEOUT
 from ppml.privacy.noise import NOISE_SOURCES, run_generator
+from ppml.runtime import TRANSPORTS, Public
 
 log = logging.getLogger(__name__)
 
 #: keys of an experiment block that the stage reads itself (the rest are the algorithm's parameters)
-STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "allow_large_delta")
+STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "allow_large_delta", "transport",
+              "timeout")
 
 #: the algorithms allowed in each section whose train stages list only some of the library (dvc.yaml)
 SECTION_ALGORITHMS = {"encrypted_experiments": ("paillier_sgd", "paillier_sqn")}
@@ -58,6 +62,13 @@ def experiment_params(name: str, block: Any, *, section: str = "experiments") ->
     if source == "os" and not getattr(module, "DP_NOISE", False):
         raise ParamError(f"{path}.noise_source: 'os' has nothing to draw: algorithm {block['algorithm']!r} adds "
                          "no differential-privacy noise")
+    transport = check(f"{path}.transport", block.get("transport", "inprocess"), choices=TRANSPORTS)
+    if transport != "inprocess" and not hasattr(module, "roles"):
+        raise ParamError(f"{path}.transport: algorithm {block['algorithm']!r} runs in one process only")
+    timeout = block.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ParamError(f"{path}.timeout must be a number of seconds, got {timeout!r}")
+    check(f"{path}.timeout", float(timeout), gt=0)
     if not isinstance(block.get("allow_large_delta", False), bool):
         raise ParamError(f"{path}.allow_large_delta must be true or false, got {block['allow_large_delta']!r}")
     params = build(module.Params, block, path, ignore=STAGE_KEYS)
@@ -79,6 +90,22 @@ def check_delta(path: str, block: dict, params: Any, parties: list) -> None:
         if value is not None and value >= 1.0 / n:
             raise ParamError(f"{path}.{key} must be below 1/n = {1.0 / n:.3g} (n = {n} records per "
                              f"party), got {value!r}; set allow_large_delta: true to accept it")
+
+
+def shard_files(data_dir: Path, manifest: dict[str, Any]) -> dict[str, str]:
+    """Each shard's file (absolute: a party's process may run elsewhere), by the name a Role asks for it."""
+    from ppml.runtime import EVALUATOR
+
+    entries = [(e["name"], e) for e in manifest["parties"]]
+    if manifest.get("evaluator") is not None:
+        entries.append((EVALUATOR, manifest["evaluator"]))
+    out = {}
+    for shard, entry in entries:
+        path = (data_dir / entry["file"]).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: shard {shard!r} listed in {data_dir / 'manifest.json'} is missing")
+        out[shard] = str(path)
+    return out
 
 
 def unavailable_metrics(name: str, block: dict, params: Any, reason: str) -> dict[str, Any]:
@@ -103,31 +130,46 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
         log.warning("%s: dataset %s unavailable, not run", name, block["dataset"])
         return {"metrics": unavailable_metrics(name, block, params, reason), "history": {"runs": []},
                 "ledger": {"runs": []}, "comm": {"runs": []}}
-    try:
-        _, parties, evaluation = load_prepared(data_dir)
-    except DataUnavailable as exc:
-        return {"metrics": unavailable_metrics(name, block, params, str(exc)), "history": {"runs": []},
-                "ledger": {"runs": []}, "comm": {"runs": []}}
+    transport = block.get("transport", "inprocess")
+    if transport == "inprocess":
+        try:
+            _, parties, evaluation = load_prepared(data_dir)
+        except DataUnavailable as exc:
+            return {"metrics": unavailable_metrics(name, block, params, str(exc)), "history": {"runs": []},
+                    "ledger": {"runs": []}, "comm": {"runs": []}}
+    else:  # each party loads its own shard in its own process; here only the manifest's public facts
+        from ppml.transport_ray import ray_cluster, run_ray
+
+        public = Public.from_manifest(manifest)
+        parties, evaluation = list(public.parties), None
+        shard_paths = shard_files(Path(data_dir), manifest)
 
     check_delta(path, block, params, parties)
     noise_source = block.get("noise_source", "seeded")
     histories: list[History] = []
     seconds: list[float] = []
-    for s in range(seeds):
-        rng = run_generator(noise_source, [seed, s])
-        log.info("%s: seed %d/%d, %s on %s", name, s + 1, seeds, block["algorithm"], block["dataset"])
-        start = time.perf_counter()
-        try:
-            network = make_network(module, parties, params, rng=rng)
-            history = module.fit(parties, network, params, rng=rng, evaluation=evaluation)
-        except ParamError as exc:  # a parameter that does not fit the data: name it by its key path
-            message = str(exc)
-            raise ParamError(message if message.startswith(f"{path}.") else f"{path}.{message}") from None
-        seconds.append(time.perf_counter() - start)
-        history.comm = network.summary()
-        if getattr(module, "DP_NOISE", False):
-            history.ledger.noise_source = noise_source
-        histories.append(history)
+    with (contextlib.nullcontext() if transport == "inprocess" else ray_cluster()):
+        for s in range(seeds):
+            rng = run_generator(noise_source, [seed, s])
+            log.info("%s: seed %d/%d, %s on %s (%s)", name, s + 1, seeds, block["algorithm"], block["dataset"],
+                     transport)
+            start = time.perf_counter()
+            try:
+                network = make_network(module, parties, params, rng=rng)
+                network.timeout = float(block.get("timeout", DEFAULT_TIMEOUT))
+                if transport == "inprocess":
+                    history = module.fit(parties, network, params, rng=rng, evaluation=evaluation)
+                else:
+                    roles = module.roles(public, params, rng=rng, network=network)
+                    history = module.assemble(public, params, run_ray(roles, network, shard_paths))
+            except ParamError as exc:  # a parameter that does not fit the data: name it by its key path
+                message = str(exc)
+                raise ParamError(message if message.startswith(f"{path}.") else f"{path}.{message}") from None
+            seconds.append(time.perf_counter() - start)
+            history.comm = {**network.summary(), "transport": transport, "parties": network.where}
+            if getattr(module, "DP_NOISE", False):
+                history.ledger.noise_source = noise_source
+            histories.append(history)
 
     metrics = summarize(name, block, params, histories, seconds)
     if getattr(module, "DP_NOISE", False):

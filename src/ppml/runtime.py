@@ -26,7 +26,10 @@ from typing import Any, Callable
 from ppml.network import Network
 from ppml.parties import Party
 
-__all__ = ["PartyInfo", "Public", "Role", "EVALUATOR", "fit", "run_inprocess", "shards_of", "here"]
+__all__ = ["PartyInfo", "Public", "Role", "EVALUATOR", "TRANSPORTS", "fit", "run_inprocess", "shards_of", "here"]
+
+TRANSPORTS = ("inprocess", "ray")
+"""What moves the bytes: ``inprocess`` (the deterministic default) or ``ray`` (a process per party)."""
 
 EVALUATOR = "evaluator"
 """The shard (and, where a protocol has one, the address) of horizontal data's held-out rows."""
@@ -41,6 +44,19 @@ class PartyInfo:
     train_rows: int
     test_rows: int
     label_holder: bool
+
+    # the names a Party uses for the same facts, so public code can take either
+    @property
+    def n_samples(self) -> int:
+        return self.train_rows
+
+    @property
+    def n_features(self) -> int:
+        return self.columns
+
+    @property
+    def is_label_holder(self) -> bool:
+        return self.label_holder
 
 
 @dataclass(frozen=True)

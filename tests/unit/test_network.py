@@ -3,7 +3,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from ppml.network import Network, WireError, decode, encode, register_wire_type
+from ppml.network import Network, ProtocolError, WireError, decode, encode, register_wire_type
 
 
 def test_codec_roundtrips_plain_values():
@@ -104,3 +104,75 @@ def test_recv_of_corrupt_bytes_raises_wire_error():
     net._post("a", "b", "t", encode([1.0, "x"])[0][:-1])  # a transport that lost the last byte
     with pytest.raises(WireError, match="truncated .* at byte"):
         net.recv("b", "a", "t")
+
+
+# --- Network.run: every party's program at once, deterministically -----------------------------------------
+
+
+def _ping_pong(rounds):
+    def a(ep):
+        total = 0
+        for r in range(rounds):
+            ep.send("b", "ping", r)
+            total += ep.recv("b", "pong")
+            ep.next_round()
+        ep.send("b", "ctl/stop", None)
+        return total
+
+    def b(ep):
+        seen = []
+        while True:
+            tag, value = ep.recv_first("a", ("ping", "ctl/stop"))
+            if tag == "ctl/stop":
+                return seen
+            seen.append(value)
+            ep.send("a", "pong", value * 10)
+            ep.next_round()
+
+    return a, b
+
+
+def test_run_executes_role_programs_and_counts_control_apart():
+    net = Network(["a", "b"])
+    a, b = _ping_pong(4)
+    out = net.run({"a": lambda: a(net.endpoint("a")), "b": lambda: b(net.endpoint("b"))})
+    assert out == {"a": 60, "b": [0, 1, 2, 3]}
+    summary = net.summary()
+    assert summary["rounds"] == 4 and summary["messages"] == 8
+    assert summary["control"]["messages"] == 1 and "ctl/stop" not in summary["tags"]
+    assert [m.round for m in net.messages if m.tag == "ping"] == [0, 1, 2, 3]
+
+
+def test_run_is_deterministic_in_message_order():
+    orders = []
+    for _ in range(3):
+        net = Network(["a", "b"])
+        a, b = _ping_pong(5)
+        net.run({"b": lambda: b(net.endpoint("b")), "a": lambda: a(net.endpoint("a"))})
+        orders.append([(m.src, m.tag, m.round) for m in net.messages])
+    assert orders[0] == orders[1] == orders[2]
+
+
+def test_recv_first_takes_the_earliest_sent_of_several_tags():
+    net = Network(["a", "b"])
+    net.send("a", "b", "y", 1)
+    net.send("a", "b", "x", 2)
+    net.send("a", "b", "y", 3)
+    assert [net.recv_first("b", "a", ("x", "y")) for _ in range(3)] == [("y", 1), ("x", 2), ("y", 3)]
+
+
+def test_run_reports_a_deadlock_naming_every_wait():
+    net = Network(["a", "b"])
+    with pytest.raises(ProtocolError, match=r"deadlock.*a waits for 'x' from 'b'.*b waits for 'y' from 'a'"):
+        net.run({"a": lambda: net.recv("a", "b", "x"), "b": lambda: net.recv("b", "a", "y")})
+
+
+def test_run_raises_the_failing_partys_error_and_stops_the_others():
+    net = Network(["a", "b"])
+
+    def a():
+        raise ValueError("bad shard")
+
+    with pytest.raises(ValueError, match="bad shard") as info:
+        net.run({"b": lambda: net.recv("b", "a", "x"), "a": a})
+    assert "party 'a'" in "".join(getattr(info.value, "__notes__", []))

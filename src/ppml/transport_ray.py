@@ -1,0 +1,270 @@
+"""The Ray transport: every party in its own process, on one machine or several.
+
+The same role programs as the in-process default (:mod:`ppml.runtime`) run here, one Ray actor per network
+address. Each actor loads only its own shard, runs its party's program and is the only holder of what that
+program creates (the arbiter's Paillier private key, a party's model). Peers deliver encoded messages straight
+into the receiver's actor; the receiver decodes them with the bounded codec of :mod:`ppml.network`, so nothing
+from another process is trusted. Every message of a (sender, receiver) pair carries a sequence number, because
+calls into a threaded actor may overtake each other; the receiver releases them in order.
+
+Cluster. Without ``RAY_ADDRESS`` a run starts a local cluster and shuts it down at the end. With it, the run
+joins that cluster and places party ``<name>`` on a node that advertises the custom resource
+``party:<name>`` (``ray start --address ... --resources '{"party:guest": 1}'``), so a party's data never
+leaves its machine; each node must hold its own party's shard at the same path as the coordinator's checkout.
+A Ray cluster is ONE trust domain: any member can run code on any node (token authentication only keeps
+outsiders out). That fits the machines of one organization, not mutually distrusting ones; those need a
+cluster per party and authenticated links between them (as SecretFlow's RayFed does). See the README.
+
+Faults. Every wait for a message has a timeout (``timeout`` of the experiment block); a party that raises,
+dies, or waits too long ends the run with :class:`~ppml.network.ProtocolError` naming the party and its
+protocol step, after every other party is stopped; nothing is returned, so the stage writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from collections import defaultdict, deque
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from ppml.config import ParamError
+from ppml.network import Message, Network, ProtocolError
+from ppml.runtime import Role, here
+
+log = logging.getLogger(__name__)
+
+__all__ = ["run_ray", "ray_cluster", "RESOURCE_PREFIX", "STARTUP_TIMEOUT"]
+
+RESOURCE_PREFIX = "party:"
+"""A node advertising the custom resource ``party:<name>`` hosts party ``<name>`` when a run joins a cluster."""
+
+STARTUP_TIMEOUT = 120.0
+"""Seconds to wait for every party's actor to start (and, on a joined cluster, for its node to exist)."""
+
+
+class _RayNetwork(Network):
+    """One party's side of the network inside its actor: sends go to the peers' actors, receives wait here."""
+
+    def __init__(self, name: str, names: tuple[str, ...], edges: Any, timeout: float) -> None:
+        super().__init__(names, edges=edges, timeout=timeout)
+        self._me = name
+        self._peers: dict[str, Any] = {}
+        self._cv = threading.Condition()
+        self._inbox: dict[tuple[str, str], deque[tuple[int, bytes]]] = defaultdict(deque)
+        self._held: dict[str, dict[int, tuple[str, bytes]]] = defaultdict(dict)
+        self._expected: dict[str, int] = defaultdict(int)
+        self._out: dict[str, int] = defaultdict(int)
+        self._aborted: str | None = None
+        self.step = "starting"
+
+    def connect(self, peers: dict[str, Any]) -> None:
+        self._peers = {name: handle for name, handle in peers.items() if name != self._me}
+
+    def _post(self, src: str, dst: str, tag: str, data: bytes) -> None:
+        seq = self._out[dst]
+        self._out[dst] = seq + 1
+        self.step = f"round {self._rounds[src]}: sent {tag!r} to {dst!r}"
+        self._peers[dst].deliver.remote(src, tag, seq, data)
+
+    def deliver(self, src: str, tag: str, seq: int, data: bytes) -> None:
+        """A peer's message: held until every earlier one of that peer has arrived, then queued."""
+        if src not in self.names or src == self._me:
+            return  # not a party of this run: dropped
+        with self._cv:
+            held = self._held[src]
+            if seq < self._expected[src] or seq in held:
+                return  # a duplicate
+            held[seq] = (tag, data)
+            while self._expected[src] in held:
+                t, d = held.pop(self._expected[src])
+                self._inbox[(src, t)].append((self._expected[src], d))
+                self._expected[src] += 1
+            self._cv.notify_all()
+
+    def abort(self, why: str) -> None:
+        with self._cv:
+            self._aborted = why
+            self._cv.notify_all()
+
+    def _take(self, dst: str, src: str, tags: tuple[str, ...]) -> tuple[str, bytes]:
+        wanted = " or ".join(repr(t) for t in tags)
+        queues = [(tag, self._inbox[(src, tag)]) for tag in tags]
+        self.step = f"round {self._rounds[dst]}: waiting for {wanted} from {src!r}"
+        with self._cv:
+            ready = self._cv.wait_for(lambda: self._aborted is not None or any(q for _, q in queues),
+                                      timeout=self.timeout)
+            if self._aborted is not None:
+                raise ProtocolError(f"{dst!r} stopped while waiting for {wanted} from {src!r}: {self._aborted}")
+            if not ready:
+                raise ProtocolError(f"{dst!r} waited {self.timeout:g} s for {wanted} from {src!r} in its round "
+                                    f"{self._rounds[dst]}; nothing arrived (did {src!r} fail or stop?)")
+            tag, queue = min(((t, q) for t, q in queues if q), key=lambda item: item[1][0][0])
+            data = queue.popleft()[1]
+        self.step = f"round {self._rounds[dst]}: received {tag!r} from {src!r}"
+        return tag, data
+
+
+class _PartyActor:
+    """The process of one network address: its network side, its shard, its program."""
+
+    def __init__(self, name: str, names: tuple[str, ...], edges: Any, timeout: float) -> None:
+        self._name = name
+        self._net = _RayNetwork(name, names, edges, timeout)
+
+    def connect(self, peers: dict[str, Any]) -> dict[str, Any]:
+        self._net.connect(peers)
+        return here()
+
+    def deliver(self, src: str, tag: str, seq: int, data: bytes) -> None:
+        self._net.deliver(src, tag, seq, data)
+
+    def abort(self, why: str) -> None:
+        self._net.abort(why)
+
+    def status(self) -> str:
+        return self._net.step
+
+    def run(self, role: Role, shard_path: str | None) -> dict[str, Any]:
+        from threadpoolctl import threadpool_limits
+
+        from ppml.io import load_party
+
+        party = None
+        if shard_path is not None:
+            self._net.step = f"loading its shard {os.path.basename(shard_path)}"
+            party = load_party(shard_path)
+        # one BLAS thread, as the train stage runs: the same floating-point results as in-process
+        with threadpool_limits(limits=1):
+            result = role.program(self._net.endpoint(self._name), party, **role.kwargs)
+        self._net.step = "finished"
+        return {"result": result, "rounds": self._net._rounds[self._name], "where": here(),
+                "messages": [(m.dst, m.tag, m.round, m.nbytes, m.ciphertexts) for m in self._net.messages]}
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - ray is a dependency
+        raise ProtocolError("transport: ray needs the ray package (pip install -e .)") from exc
+    return ray
+
+
+@contextmanager
+def ray_cluster(*, num_cpus: int | None = None) -> Iterator[bool]:
+    """Ray for one run; yields whether it joined an existing cluster (``RAY_ADDRESS``).
+
+    A cluster this process already initialized (a test fixture's) is used as it is and left running;
+    otherwise the run starts a local cluster, or joins ``RAY_ADDRESS``, and shuts its connection down at the
+    end (a local cluster goes with it).
+    """
+    ray = _ray()
+    address = os.environ.get("RAY_ADDRESS")
+    if ray.is_initialized():
+        yield bool(address)
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not address and not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+        # a cluster of our own: a fresh token for its lifetime, held in the environment its processes inherit,
+        # rather than one Ray would write to the home directory
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=False)
+    try:
+        yield bool(address)
+    finally:
+        ray.shutdown()
+
+
+def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) -> dict[str, Any]:
+    """Run the role programs, one Ray actor (process) per address; returns what each program returned.
+
+    `network` supplies the names, the graph and the timeout, and receives the traffic records (merged from
+    every party's own), the rounds and where each party ran (:attr:`Network.where`).
+    """
+    ray = _ray()
+    actor_class = ray.remote(_PartyActor)
+    with ray_cluster(num_cpus=max(2, len(roles))) as joined:
+        actors: dict[str, Any] = {}
+        try:
+            for role in roles:
+                options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 4}
+                if joined:
+                    options["resources"] = {f"{RESOURCE_PREFIX}{role.name}": 0.001}
+                actors[role.name] = actor_class.options(**options).remote(
+                    role.name, network.names, None if network.edges is None else [tuple(e) for e in network.edges],
+                    network.timeout)
+            where = _start(ray, actors, joined)
+            log.info("ray: %d parties started (%s)", len(actors),
+                     ", ".join(f"{n}@{w['host']}:{w['pid']}" for n, w in where.items()))
+            outputs = _collect(ray, actors, {
+                actors[role.name].run.remote(role, None if role.shard is None else str(shard_paths[role.shard])):
+                role.name for role in roles})
+        finally:
+            for handle in actors.values():
+                ray.kill(handle)
+    records = []
+    for name in network.names:
+        if name not in outputs:
+            continue
+        out = outputs[name]
+        network._rounds[name] = out["rounds"]
+        network.where[name] = out["where"]
+        records += [(m[2], network.names.index(name), i, Message(name, *m)) for i, m in enumerate(out["messages"])]
+    network.messages = [r[-1] for r in sorted(records, key=lambda r: r[:3])]
+    return {name: out["result"] for name, out in outputs.items()}
+
+
+def _start(ray: Any, actors: dict[str, Any], joined: bool) -> dict[str, Any]:
+    refs = {actor.connect.remote(actors): name for name, actor in actors.items()}
+    ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=STARTUP_TIMEOUT)
+    if waiting:
+        missing = sorted(refs[r] for r in waiting)
+        hint = (f"; is there a node with the resource {', '.join(RESOURCE_PREFIX + m for m in missing)}?"
+                if joined else "")
+        raise ProtocolError(f"ray: {', '.join(map(repr, missing))} did not start within {STARTUP_TIMEOUT:g} s{hint}")
+    return {refs[r]: ray.get(r) for r in ready}
+
+
+def _collect(ray: Any, actors: dict[str, Any], refs: dict[Any, str]) -> dict[str, Any]:
+    outputs: dict[str, Any] = {}
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        ref = done[0]
+        name = refs[ref]
+        try:
+            outputs[name] = ray.get(ref)
+        except Exception as exc:  # a program that raised, or a process that died
+            error = _failure(ray, actors, name, exc, {refs[r] for r in pending})
+            if isinstance(error.cause, ParamError):  # a parameter that does not fit this party's data
+                raise error.cause from None
+            raise error from None
+    return outputs
+
+
+def _failure(ray: Any, actors: dict[str, Any], name: str, exc: Exception, running: set[str]) -> ProtocolError:
+    """Stop every other party; the error names the failed party, what it raised and where the others were."""
+    why = f"party {name!r} failed"
+    for other in running:
+        actors[other].abort.remote(why)
+    steps = {}
+    for other in sorted(running):
+        try:
+            steps[other] = ray.get(actors[other].status.remote(), timeout=5)
+        except Exception:  # noqa: BLE001 - a second dead party: say so, keep the first error
+            steps[other] = "unreachable"
+    cause = getattr(exc, "cause", None) or exc
+    if isinstance(exc, ray.exceptions.RayActorError):
+        what = "its process died"
+    else:
+        what = f"{type(cause).__name__}: {cause}".splitlines()[0]
+    others = "; ".join(f"{n}: {s}" for n, s in steps.items())
+    error = ProtocolError(f"party {name!r} failed ({what})" + (f"; the others were at: {others}" if others else ""))
+    error.cause = cause
+    return error

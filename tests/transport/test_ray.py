@@ -1,0 +1,142 @@
+"""The Ray transport runs the same role programs as in-process, a process per party, with the same numbers."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from ppml import runtime
+from ppml.algorithms import admm_sharing
+from ppml.config import build
+from ppml.history import ConvergenceWarning
+from ppml.io import save_party
+from ppml.network import Network, ProtocolError
+from ppml.parties import Party
+from ppml.transport_ray import run_ray
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+
+def vertical_parties(rng, *, n=240, n_test=80, widths=(6, 5, 4)):
+    X = rng.normal(size=(n + n_test, sum(widths)))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (rng.random(n + n_test) < 1 / (1 + np.exp(-4 * X @ rng.normal(size=X.shape[1])))).astype(np.int8)
+    ids = np.array([f"e{i}" for i in range(n + n_test)])
+    parties, start = [], 0
+    for k, w in enumerate(widths):
+        block = X[:, start:start + w]
+        start += w
+        holder = k == 0
+        parties.append(Party(f"party{k + 1}", tuple(f"f{start - w + j}" for j in range(w)), ids[:n], block[:n],
+                             y[:n] if holder else None, ids[n:], block[n:], y[n:] if holder else None))
+    return parties
+
+
+def save_shards(parties, directory, evaluation=None):
+    paths = {}
+    for p in parties + ([] if evaluation is None else [evaluation]):
+        name = p.name if p is not evaluation else runtime.EVALUATOR
+        paths[name] = str(directory / f"{name}.npz")
+        save_party(paths[name], p)
+    return paths
+
+
+def _without_timing(value):
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items() if "seconds" not in k}
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return value
+
+
+def run_both(module, parties, params, tmp_path, *, seed=3, evaluation=None, make_network=None):
+    """(in-process history, network), (ray history, network) of the same run."""
+    from ppml.algorithms import make_network as default_make_network
+
+    make_network = make_network or default_make_network
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        rng = np.random.default_rng(seed)
+        net_a = make_network(module, parties, params, rng=rng)
+        hist_a = module.fit(parties, net_a, params, rng=rng, evaluation=evaluation)
+        rng = np.random.default_rng(seed)
+        public = runtime.Public.from_parties(parties, evaluation)
+        net_b = make_network(module, list(public.parties), params, rng=rng)
+        roles = module.roles(public, params, rng=rng, network=net_b)
+        hist_b = module.assemble(public, params, run_ray(roles, net_b, save_shards(parties, tmp_path, evaluation)))
+    return (hist_a, net_a), (hist_b, net_b)
+
+
+def assert_same_run(a, b):
+    (hist_a, net_a), (hist_b, net_b) = a, b
+    assert _without_timing(hist_a.final) == _without_timing(hist_b.final)
+    assert _without_timing(hist_a.records) == _without_timing(hist_b.records)
+    assert hist_a.ledger.to_dict() == hist_b.ledger.to_dict()
+    assert net_a.summary() == net_b.summary()
+    pids = {w["pid"] for w in net_b.where.values()}
+    assert len(pids) == len(net_b.where) >= 3 and os.getpid() not in pids
+
+
+def test_admm_sharing_same_numbers_on_ray(tmp_path):
+    parties = vertical_parties(np.random.default_rng(0))
+    params = build(admm_sharing.Params, {"max_epochs": 6, "sigma": 0.1}, "test")
+    assert_same_run(*run_both(admm_sharing, parties, params, tmp_path))
+
+
+# --- faults: a party that fails, dies or never sends ends the run with an error naming it, without a hang -----
+
+
+def _fails(endpoint, party):
+    endpoint.recv("b", "hello")
+    raise ValueError("the shard is corrupt")
+
+
+def _greets_then_waits(endpoint, party):
+    endpoint.send("a", "hello", 1)
+    return endpoint.recv("a", "never")
+
+
+def _dies(endpoint, party):
+    endpoint.recv("b", "hello")
+    os._exit(3)
+
+
+def _finishes(endpoint, party):
+    return "done"
+
+
+def _waits(endpoint, party):
+    return endpoint.recv("a", "never")
+
+
+@pytest.fixture
+def by_value(ray_cluster):
+    """Ship this module's fault programs by value: Ray's workers cannot import the tests."""
+    ray_cluster.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    ray_cluster.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.mark.usefixtures("by_value")
+@pytest.mark.parametrize("program, expected", [
+    (_fails, r"party 'a' failed \(ValueError: the shard is corrupt\); the others were at: b: round 0: waiting "
+             r"for 'never' from 'a'"),
+    (_dies, r"party 'a' failed \(its process died\)"),
+])
+def test_a_failing_or_dying_party_ends_the_run_naming_it(program, expected):
+    net = Network(["a", "b"], timeout=60)
+    roles = [runtime.Role("a", program), runtime.Role("b", _greets_then_waits)]
+    with pytest.raises(ProtocolError, match=expected):
+        run_ray(roles, net, {})
+
+
+@pytest.mark.usefixtures("by_value")
+def test_a_message_that_never_arrives_times_out_naming_the_wait():
+    net = Network(["a", "b"], timeout=1.5)
+    roles = [runtime.Role("a", _finishes), runtime.Role("b", _waits)]
+    with pytest.raises(ProtocolError, match=r"'b' waited 1.5 s for 'never' from 'a' in its round 0"):
+        run_ray(roles, net, {})
