@@ -97,6 +97,10 @@ class Public:
     def from_manifest(cls, manifest: dict[str, Any]) -> "Public":
         """The public facts of a prepared dataset, from its manifest.json alone."""
         def info(entry: dict[str, Any], name: str | None = None) -> PartyInfo:
+            missing = [k for k in ("name", "columns", "train_rows", "test_rows") if k not in entry]
+            if missing:
+                raise ValueError(f"manifest.json of {manifest.get('dataset', '?')!r}: the entry of "
+                                 f"{entry.get('name', '?')!r} lacks {missing}; re-run its prepare stage")
             return PartyInfo(name or str(entry["name"]), int(entry["columns"]), int(entry["train_rows"]),
                              int(entry["test_rows"]), bool(entry.get("label_holder", False)))
 

@@ -140,3 +140,55 @@ def test_a_message_that_never_arrives_times_out_naming_the_wait():
     roles = [runtime.Role("a", _finishes), runtime.Role("b", _waits)]
     with pytest.raises(ProtocolError, match=r"'b' waited 1.5 s for 'never' from 'a' in its round 0"):
         run_ray(roles, net, {})
+
+
+# --- the train stage with transport: ray ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prepared_vertical(tmp_path_factory):
+    """A prepared vertical dataset (three parties' shards and their manifest) as the prepare stage writes it."""
+    from ppml.io import write_json
+
+    directory = tmp_path_factory.mktemp("toy_vertical")
+    parties = vertical_parties(np.random.default_rng(1))
+    for p in parties:
+        save_party(directory / f"{p.name}.npz", p)
+    write_json(directory / "manifest.json", {
+        "dataset": "toy_vertical", "available": True, "partition": "vertical", "evaluator": None,
+        "parties": [{"name": p.name, "file": f"{p.name}.npz", "label_holder": p.is_label_holder,
+                     "columns": p.n_features, "train_rows": p.n_samples, "test_rows": p.X_test.shape[0]}
+                    for p in parties]})
+    return directory
+
+
+def test_train_stage_runs_a_block_with_transport_ray(prepared_vertical, tmp_path):
+    import yaml
+
+    from ppml.io import read_json
+    from stages.train import main
+
+    block = {"algorithm": "admm_sharing", "dataset": "toy_vertical", "max_epochs": 5, "sigma": 0.05, "seeds": 2}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"seed": 7, "experiments": {"local": block,
+                                                                 "remote": {**block, "transport": "ray"}}}))
+    runs = {}
+    for name in ("local", "remote"):
+        out = tmp_path / name
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            assert main(["--experiment", name, "--params", str(params), "--data", str(prepared_vertical),
+                         "--out", str(out)]) == 0
+        runs[name] = {part: read_json(out / f"{part}.json") for part in ("metrics", "comm", "history")}
+    local, remote = runs["local"], runs["remote"]
+    assert _without_timing({k: v for k, v in local["metrics"].items() if k != "experiment"}) == \
+        _without_timing({k: v for k, v in remote["metrics"].items() if k != "experiment"})
+    assert local["metrics"]["bytes_sent"] == remote["metrics"]["bytes_sent"] > 0
+    assert _without_timing(local["history"]) == _without_timing(remote["history"])
+    for comm_local, comm_remote in zip(local["comm"]["runs"], remote["comm"]["runs"]):
+        assert comm_local["transport"] == "inprocess" and comm_remote["transport"] == "ray"
+        assert {k: v for k, v in comm_local.items() if k not in ("transport", "parties")} == \
+            {k: v for k, v in comm_remote.items() if k not in ("transport", "parties")}
+        assert len({w["pid"] for w in comm_remote["parties"].values()}) == 3
+        assert len({w["pid"] for w in comm_local["parties"].values()}) == 1
+

@@ -151,3 +151,16 @@ def test_absurd_epsilon_trains_and_its_accounting_failure_is_recorded(prepared, 
     entries = {e["name"]: e for e in json.loads((tmp_path / "privacy.json").read_text())["runs"]}
     assert entries["huge"]["status"].startswith("accounting failed: ") and entries["huge"]["tight"] is None
     assert entries["fine"]["status"].startswith("certified; noise reproducible from the public seed")
+
+
+def test_transport_and_timeout_are_validated():
+    from ppml.config import ParamError
+    from ppml.experiment import experiment_params
+
+    base = {"algorithm": "admm_sharing", "dataset": "toy"}
+    with pytest.raises(ParamError, match=r"experiments.x.transport must be one of \['inprocess', 'ray'\], got 'mpi'"):
+        experiment_params("x", {**base, "transport": "mpi"})
+    with pytest.raises(ParamError, match=r"experiments.x.timeout must be > 0, got -1.0"):
+        experiment_params("x", {**base, "timeout": -1})
+    with pytest.raises(ParamError, match=r"experiments.x.timeout must be a number of seconds, got 'soon'"):
+        experiment_params("x", {**base, "timeout": "soon"})
