@@ -452,7 +452,7 @@ class Network:
         self.messages: list[Message] = []
         self._rounds = dict.fromkeys(self.names, 0)
         self._queues: dict[tuple[str, str, str], deque[tuple[int, bytes]]] = defaultdict(deque)
-        self._seq: dict[tuple[str, str], int] = defaultdict(int)
+        self._posted = 0
         self._scheduler: _Scheduler | None = None
         self.where: dict[str, dict[str, Any]] = {}  # per address: the host and pid its program ran in
 
@@ -484,21 +484,21 @@ class Network:
         return len(data)
 
     def _post(self, src: str, dst: str, tag: str, data: bytes) -> None:
-        """The transport: queue `data` for `dst`, numbered in the order `src` sent to `dst`."""
-        seq = self._seq[(src, dst)]
-        self._seq[(src, dst)] = seq + 1
-        self._queues[(src, dst, tag)].append((seq, data))
+        """The transport: queue `data` for `dst`, numbered in the order it was sent."""
+        self._posted += 1
+        self._queues[(src, dst, tag)].append((self._posted, data))
 
-    def _take(self, dst: str, src: str, tags: tuple[str, ...]) -> tuple[str, bytes]:
-        """The transport: the earliest-sent queued message from `src` to `dst` with one of `tags`."""
-        queues = [(tag, self._queues[(src, dst, tag)]) for tag in tags]
-        if not any(q for _, q in queues):
-            wanted = " or ".join(repr(t) for t in tags)
+    def _take(self, dst: str, sources: tuple[str, ...], tags: tuple[str, ...]) -> tuple[str, str, bytes]:
+        """The transport: (src, tag, bytes) of the earliest queued message to `dst` from one of `sources`
+        with one of `tags`, waiting for one inside :meth:`run`."""
+        queues = [(src, tag, self._queues[(src, dst, tag)]) for src in sources for tag in tags]
+        if not any(q for _, _, q in queues):
+            wanted = _wanted(sources, tags)
             if self._scheduler is None:
-                raise LookupError(f"{dst!r} expected {wanted} from {src!r}, but nothing is queued")
-            self._scheduler.wait(dst, lambda: any(q for _, q in queues), f"{wanted} from {src!r}")
-        tag, queue = min(((t, q) for t, q in queues if q), key=lambda item: item[1][0][0])
-        return tag, queue.popleft()[1]
+                raise LookupError(f"{dst!r} expected {wanted}, but nothing is queued")
+            self._scheduler.wait(dst, lambda: any(q for _, _, q in queues), wanted)
+        src, tag, queue = min((item for item in queues if item[2]), key=lambda item: item[2][0][0])
+        return src, tag, queue.popleft()[1]
 
     def recv(self, dst: str, src: str, tag: str) -> Any:
         """The oldest `tag` message from `src` to `dst`, decoded afresh (waiting for it inside :meth:`run`)."""
@@ -507,8 +507,20 @@ class Network:
     def recv_first(self, dst: str, src: str, tags: Iterable[str]) -> tuple[str, Any]:
         """(tag, payload) of the first message `src` sent to `dst` among those with one of `tags`."""
         self._check_name(src)
-        tag, data = self._take(dst, src, tuple(tags))
+        _, tag, data = self._take(dst, (src,), tuple(tags))
         return tag, decode(data)
+
+    def recv_any(self, dst: str, sources: Iterable[str], tags: Iterable[str]) -> tuple[str, str, Any]:
+        """(src, tag, payload) of the first message to reach `dst` from any of `sources` with one of `tags`.
+
+        In process "first" is the order of sending (deterministic); on a concurrent transport it is the order
+        of arrival, which depends on timing: only deliberately asynchronous protocols use it.
+        """
+        sources = tuple(sources)
+        for src in sources:
+            self._check_name(src)
+        src, tag, data = self._take(dst, sources, tuple(tags))
+        return src, tag, decode(data)
 
     def pending(self, dst: str, src: str, tag: str) -> int:
         """How many `tag` messages from `src` wait for `dst`."""
@@ -556,6 +568,11 @@ class Network:
     def bytes_between(self, a: str, b: str) -> int:
         """Training bytes sent in either direction between `a` and `b`."""
         return sum(m.nbytes for m in self.messages if {m.src, m.dst} == {a, b} and traffic_kind(m.tag) == "training")
+
+
+def _wanted(sources: tuple[str, ...], tags: tuple[str, ...]) -> str:
+    what = " or ".join(repr(t) for t in tags)
+    return f"{what} from {' or '.join(repr(s) for s in sources)}"
 
 
 def _totals(names: tuple[str, ...], messages: list[Message]) -> dict:
@@ -691,6 +708,10 @@ class Endpoint:
     def recv_first(self, src: str, tags: Iterable[str]) -> tuple[str, Any]:
         """(tag, payload) of the first message `src` sent here among those with one of `tags`."""
         return self._net.recv_first(self.name, src, tags)
+
+    def recv_any(self, sources: Iterable[str], tags: Iterable[str]) -> tuple[str, str, Any]:
+        """(src, tag, payload) of the first message to arrive here from any of `sources` with one of `tags`."""
+        return self._net.recv_any(self.name, sources, tags)
 
     def pending(self, src: str, tag: str) -> int:
         return self._net.pending(self.name, src, tag)

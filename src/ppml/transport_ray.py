@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from ppml.config import ParamError
-from ppml.network import Message, Network, ProtocolError
+from ppml.network import Message, Network, ProtocolError, _wanted
 from ppml.runtime import Role, here
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class _RayNetwork(Network):
         self._inbox: dict[tuple[str, str], deque[tuple[int, bytes]]] = defaultdict(deque)
         self._held: dict[str, dict[int, tuple[str, bytes]]] = defaultdict(dict)
         self._expected: dict[str, int] = defaultdict(int)
+        self._arrived = 0
         self._out: dict[str, int] = defaultdict(int)
         self._aborted: str | None = None
         self.step = "starting"
@@ -80,7 +81,8 @@ class _RayNetwork(Network):
             held[seq] = (tag, data)
             while self._expected[src] in held:
                 t, d = held.pop(self._expected[src])
-                self._inbox[(src, t)].append((self._expected[src], d))
+                self._arrived += 1  # arrival order across senders (in order within each sender)
+                self._inbox[(src, t)].append((self._arrived, d))
                 self._expected[src] += 1
             self._cv.notify_all()
 
@@ -89,22 +91,22 @@ class _RayNetwork(Network):
             self._aborted = why
             self._cv.notify_all()
 
-    def _take(self, dst: str, src: str, tags: tuple[str, ...]) -> tuple[str, bytes]:
-        wanted = " or ".join(repr(t) for t in tags)
-        queues = [(tag, self._inbox[(src, tag)]) for tag in tags]
-        self.step = f"round {self._rounds[dst]}: waiting for {wanted} from {src!r}"
+    def _take(self, dst: str, sources: tuple[str, ...], tags: tuple[str, ...]) -> tuple[str, str, bytes]:
+        wanted = _wanted(sources, tags)
+        queues = [(src, tag, self._inbox[(src, tag)]) for src in sources for tag in tags]
+        self.step = f"round {self._rounds[dst]}: waiting for {wanted}"
         with self._cv:
-            ready = self._cv.wait_for(lambda: self._aborted is not None or any(q for _, q in queues),
+            ready = self._cv.wait_for(lambda: self._aborted is not None or any(q for _, _, q in queues),
                                       timeout=self.timeout)
             if self._aborted is not None:
-                raise ProtocolError(f"{dst!r} stopped while waiting for {wanted} from {src!r}: {self._aborted}")
+                raise ProtocolError(f"{dst!r} stopped while waiting for {wanted}: {self._aborted}")
             if not ready:
-                raise ProtocolError(f"{dst!r} waited {self.timeout:g} s for {wanted} from {src!r} in its round "
-                                    f"{self._rounds[dst]}; nothing arrived (did {src!r} fail or stop?)")
-            tag, queue = min(((t, q) for t, q in queues if q), key=lambda item: item[1][0][0])
+                raise ProtocolError(f"{dst!r} waited {self.timeout:g} s for {wanted} in its round "
+                                    f"{self._rounds[dst]}; nothing arrived (did {' or '.join(sources)} fail or stop?)")
+            src, tag, queue = min((item for item in queues if item[2]), key=lambda item: item[2][0][0])
             data = queue.popleft()[1]
         self.step = f"round {self._rounds[dst]}: received {tag!r} from {src!r}"
-        return tag, data
+        return src, tag, data
 
 
 class _PartyActor:

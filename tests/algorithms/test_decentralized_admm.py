@@ -5,7 +5,8 @@ import scipy.optimize
 from ppml.algorithms import decentralized_admm as da
 from ppml.config import ParamError, build
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
-from ppml.network import Network
+from ppml.network import Network, traffic_kind
+from ppml.runtime import EVALUATOR
 
 from horizontal_data import fit_module, horizontal
 
@@ -98,21 +99,39 @@ def test_duals_sum_to_zero_and_the_optimum_is_a_fixed_point(data):
         problem = agent.problem(reg=agent.regularization(LAM), penalty=0.0)
         agent.dual = -0.5 * da.local_gradient(problem, w_star)
     assert np.linalg.norm(sum(a.dual for a in agents)) < 1e-10
-    da.consensus_rounds(agents, network, T=3, local_step=lambda a, t: a.solve(
-        a.problem(reg=a.regularization(LAM), penalty=params.eta)).theta, dual_step=lambda t: params.eta,
-        evaluator=da.Evaluator(parties, evaluator, lam=LAM), history=da.History("test"))
+
+    def program(agent):
+        da.consensus_rounds(agent, T=3, local_step=lambda t: (agent.solve(
+            agent.problem(reg=agent.regularization(LAM), penalty=params.eta)).theta, {}),
+            dual_step=lambda t: params.eta)
+
+    programs = {a.name: (lambda a=a: program(a)) for a in agents}
+    programs[EVALUATOR] = lambda: da.evaluator_program(network.endpoint(EVALUATOR), evaluator,
+                                                       agents=[a.name for a in agents],
+                                                       params=da.Params(lam=LAM, T=3), algorithm="test")
+    network.run(programs)
     for agent in agents:
         np.testing.assert_allclose(agent.theta, w_star, atol=1e-8)
     assert np.linalg.norm(sum(a.dual for a in agents)) < 1e-10
 
 
+def graph_edges(network):
+    """The agents' graph: the network's edges without the evaluator's."""
+    return {e for e in network.edges if EVALUATOR not in e}
+
+
 def test_traffic_is_only_theta_between_neighbours(data):
     parties, evaluator = data
     history, network = run(parties, evaluator, T=4, capture=True)
-    edges = network.edges
-    assert {m.tag for m in network.messages} == {"theta"}
+    edges = graph_edges(network)
+    side = [m for m in network.messages if traffic_kind(m.tag) != "training"]
+    assert {m.tag for m in side} == {m["tag"] for m in da.SIDE_MESSAGES}
+    assert all(EVALUATOR in (m.src, m.dst) and traffic_kind(m.tag) == "evaluation" for m in side)
+    network.messages = [m for m in network.messages if traffic_kind(m.tag) == "training"]
+    assert {m.tag for m in network.messages} == {m["tag"] for m in da.MESSAGES}
     assert all(frozenset((m.src, m.dst)) in edges for m in network.messages)
     assert len(network.messages) == 4 * 2 * len(edges)  # every round, both directions of every edge
+    assert network.summary()["messages"] == len(network.messages)  # evaluation counted apart
     rows = np.vstack([p.X for p in parties])
     for m in network.messages:
         assert m.payload.shape == (parties[0].n_features,)
@@ -146,3 +165,7 @@ def test_params_are_validated_and_agent_count_checked(data):
         da.network_for(parties, da.Params(agents=4), rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="graph edges"):
         da.fit(parties, Network([p.name for p in parties]), da.Params(), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="'evaluator' address"):
+        da.fit(parties, Network([p.name for p in parties], edges=da.random_connected_graph(
+            [p.name for p in parties], p=1.0, rng=np.random.default_rng(0))), da.Params(),
+            rng=np.random.default_rng(0))

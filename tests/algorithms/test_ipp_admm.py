@@ -5,9 +5,11 @@ import pytest
 
 from ppml.algorithms import ipp_admm, pp_admm
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
+from ppml.network import traffic_kind
 from ppml.privacy import zcdp
 from ppml.privacy.events import ZCDPEvent
 from ppml.privacy.paper_bounds import evaluate
+from ppml.runtime import EVALUATOR
 
 from horizontal_data import fit_module, horizontal
 
@@ -23,10 +25,20 @@ def run(parties, evaluator, **kw):
     return fit_module(ipp_admm, parties, evaluator, lam=LAM, **kw)
 
 
+def protocol(network, kind="training"):
+    """The messages of one kind (training: the protocol's own; control; evaluation)."""
+    return [m for m in network.messages if traffic_kind(m.tag) == kind]
+
+
 def test_huge_alpha_broadcasts_nothing(data):
     parties, evaluator = data
     history, network, _ = run(parties, evaluator, T=5, alpha=1e12, capture=True)
-    assert network.messages == []
+    assert protocol(network) == []
+    # every round every agent tells each neighbour it is silent (control traffic, counted apart)
+    graph = {e for e in network.edges if EVALUATOR not in e}
+    silent = protocol(network, "control")
+    assert {m.tag for m in silent} == {"ctl/silent"} and len(silent) == 5 * 2 * len(graph)
+    assert network.summary()["messages"] == 0 and network.summary()["control"]["messages"] == len(silent)
     assert history.extra["broadcasts"] == {p.name: 0 for p in parties}
     assert history.final["train_logloss"] == pytest.approx(math.log(2))  # every model is still zero
 
@@ -34,11 +46,14 @@ def test_huge_alpha_broadcasts_nothing(data):
 def test_minus_infinity_alpha_broadcasts_every_round_until_c(data):
     parties, evaluator = data
     history, network, _ = run(parties, evaluator, T=6, c=3, alpha=-math.inf, capture=True)
-    degree = {p.name: sum(1 for e in network.edges if p.name in e) for p in parties}
+    degree = {p.name: sum(1 for e in network.edges if p.name in e and EVALUATOR not in e) for p in parties}
+    theta = protocol(network)
+    silent = protocol(network, "control")
     for name in degree:
-        rounds = sorted({m.round for m in network.messages if m.src == name})
+        rounds = sorted({m.round for m in theta if m.src == name})
         assert rounds == [0, 1, 2]  # rounds 1..3 of the algorithm, then it has used its c broadcasts
-        assert sum(1 for m in network.messages if m.src == name) == 3 * degree[name]
+        assert sum(1 for m in theta if m.src == name) == 3 * degree[name]
+        assert sorted({m.round for m in silent if m.src == name}) == [3, 4, 5]  # then silent, explicitly
     assert history.extra["broadcasts"] == {p.name: 3 for p in parties}
     assert [r["broadcasts_total"] for r in history.records] == [5, 10, 15, 15, 15, 15]
 
@@ -123,7 +138,13 @@ def test_traffic_audit_and_determinism(data):
     parties, evaluator = data
     a, network, _ = run(parties, evaluator, T=6, capture=True, seed=2)
     b, _, _ = run(parties, evaluator, T=6, seed=2)
-    assert {m.tag for m in network.messages} <= {"theta"}
-    assert all(frozenset((m.src, m.dst)) in network.edges for m in network.messages)
-    assert sum(len([m for m in network.messages if m.src == p.name]) > 0 for p in parties) >= 1
+    assert {m.tag for m in protocol(network)} <= {m["tag"] for m in ipp_admm.MESSAGES}
+    assert {m.tag for m in network.messages if traffic_kind(m.tag) != "training"} <= {
+        m["tag"] for m in ipp_admm.SIDE_MESSAGES}
+    graph = {e for e in network.edges if EVALUATOR not in e}
+    assert all(frozenset((m.src, m.dst)) in graph for m in protocol(network) + protocol(network, "control"))
+    assert sum(len([m for m in protocol(network) if m.src == p.name]) > 0 for p in parties) >= 1
+    # every round, every agent sends each neighbour either its model or word that it is silent
+    edges_rounds = {(m.src, m.dst, m.round) for m in protocol(network) + protocol(network, "control")}
+    assert len(edges_rounds) == len(protocol(network)) + len(protocol(network, "control")) == 6 * 2 * len(graph)
     assert a.records == b.records and a.final == b.final

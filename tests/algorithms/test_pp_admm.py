@@ -6,9 +6,11 @@ import pytest
 from ppml.algorithms import pp_admm
 from ppml.algorithms.decentralized_admm import make_agents
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
+from ppml.network import traffic_kind
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.paper_bounds import evaluate
+from ppml.runtime import EVALUATOR
 
 from horizontal_data import fit_module, horizontal
 
@@ -155,9 +157,15 @@ def test_traffic_audit_only_noised_theta_between_neighbours(data):
     parties, evaluator = data
     _, noisy, _ = run(parties, evaluator, T=3, capture=True, epsilon=1.0)
     _, clean, _ = run(parties, evaluator, T=3, capture=True, noise=False)
+    side = [m for m in noisy.messages if traffic_kind(m.tag) != "training"]
+    assert {m.tag for m in side} == {m["tag"] for m in pp_admm.SIDE_MESSAGES}
+    assert all(EVALUATOR in (m.src, m.dst) for m in side)
+    for net in (noisy, clean):  # the protocol's own messages: the table's
+        net.messages = [m for m in net.messages if traffic_kind(m.tag) == "training"]
+    graph = {e for e in noisy.edges if EVALUATOR not in e}
     assert {m.tag for m in noisy.messages} == {"theta"}
-    assert all(frozenset((m.src, m.dst)) in noisy.edges for m in noisy.messages)
-    assert len(noisy.messages) == 3 * 2 * len(noisy.edges)
+    assert all(frozenset((m.src, m.dst)) in graph for m in noisy.messages)
+    assert len(noisy.messages) == 3 * 2 * len(graph)
     first_noisy = {(m.src, m.dst): m.payload for m in noisy.messages if m.round == 0}
     first_clean = {(m.src, m.dst): m.payload for m in clean.messages if m.round == 0}
     assert first_noisy.keys() == first_clean.keys()

@@ -26,7 +26,6 @@ from typing import Callable, Literal
 import numpy as np
 
 from ppml.algorithms import decentralized_admm
-from ppml.algorithms.decentralized_admm import Agent
 from ppml.config import fail
 from ppml.history import History
 from ppml.privacy import zcdp
@@ -153,11 +152,12 @@ def jacobian_regularization(jacobian_cost: Callable[[float], float], rho: float)
     return hi
 
 
-def start_ledger(history: History, params: PrivateParams, agents: list[Agent]) -> None:
+def start_ledger(history: History, params: PrivateParams, in_unit_ball: dict[str, bool]) -> None:
     """Fill the ledger's target, calibration note and certification.
 
     A run is certified only when its noise is on and every agent's rows lie in the unit ball (the
-    assumption behind every sensitivity here); otherwise it reports no epsilon.
+    assumption behind every sensitivity here; `in_unit_ball` is each agent's own report of
+    :attr:`Agent.rows_in_unit_ball`); otherwise it reports no epsilon.
     """
     ledger = history.ledger
     ledger.target_epsilon = params.epsilon
@@ -167,7 +167,7 @@ def start_ledger(history: History, params: PrivateParams, agents: list[Agent]) -
     if not params.noise:
         ledger.notes.append("noise switched off (noise: false): not private, nothing certified")
         return
-    outside = [a.name for a in agents if not a.rows_in_unit_ball]
+    outside = [name for name, inside in in_unit_ball.items() if not inside]
     if outside:
         ledger.notes.append(f"rows of {outside} have L2 norm > 1: the sensitivities do not hold, no epsilon "
                             "is certified")

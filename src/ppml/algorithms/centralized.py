@@ -1,7 +1,8 @@
 """Centralized baseline: scikit-learn logistic regression on all parties' features (or rows) joined.
 
 This is the non-private reference of every paper: a trusted curator holds everything. No message crosses a
-network. It minimizes the project's common objective f(w) = mean logistic loss + lam/2 ||w||^2 with the
+network. It is therefore not written as role programs: by definition one function sees every party's shard
+(and, on horizontal data, the held-out rows), which no protocol role may. It minimizes the project's common objective f(w) = mean logistic loss + lam/2 ||w||^2 with the
 intercept carried as a constant feature (regularized, like ADMM sharing's bias column), i.e. scikit-learn's
 ``LogisticRegression(C=1/(n lam), fit_intercept=False)`` on ``[X, 1]``. With ``objective: sum`` the given
 ``lam`` weighs the summed loss instead (f with lam/n, :func:`ppml.models.losses.mean_form_lam`), as in the
@@ -82,9 +83,8 @@ def test_rows(evaluation: Party):
     return evaluation.X, evaluation.y
 
 
-def fit_logistic(X, y, X_test, y_test, params: Params, *, algorithm: str) -> History:
-    """Fit f on [X, 1] and record the final metrics."""
-    history = History(algorithm)
+def train_logistic(X, y, params: Params) -> dict:
+    """Fit f on [X, 1]: the model, its objective and scores on the training rows, how the solver ended."""
     Xb = with_bias(X)
     lam = mean_form_lam(params.lam, objective=params.objective, n_samples=Xb.shape[0])
     clf = LogisticRegression(C=1.0 / (Xb.shape[0] * lam), fit_intercept=False, solver="lbfgs",
@@ -95,15 +95,27 @@ def fit_logistic(X, y, X_test, y_test, params: Params, *, algorithm: str) -> His
     converged = not any(issubclass(w.category, SklearnConvergenceWarning) for w in caught)
     w = clf.coef_.ravel()
     train_scores = np.asarray(Xb @ w)
-    objective = logistic_objective(train_scores, y, w, lam)
-    n_iter = int(clf.n_iter_[0])
+    return {"w": w, "lam": lam, "objective": logistic_objective(train_scores, y, w, lam),
+            "train_scores": train_scores, "n_iter": int(clf.n_iter_[0]), "converged": converged,
+            "n_features": int(Xb.shape[1]), "n_samples": int(Xb.shape[0])}
+
+
+def logistic_history(fitted: dict, y, X_test, y_test, *, algorithm: str) -> History:
+    """The run record of a :func:`train_logistic` model, scored on the test rows (when there are any)."""
+    history = History(algorithm)
+    n_iter, objective, w = fitted["n_iter"], fitted["objective"], fitted["w"]
     history.log(epoch=n_iter, train_objective=objective)
-    history.stop(converged=converged, reason=f"lbfgs stopped after {n_iter} iterations")
+    history.stop(converged=fitted["converged"], reason=f"lbfgs stopped after {n_iter} iterations")
     test_scores = np.asarray(with_bias(X_test) @ w) if X_test is not None else None
-    history.finish(train_objective=objective, y_train=y, train_scores=train_scores, y_test=y_test,
-                   test_scores=test_scores, epochs=n_iter, n_features=int(Xb.shape[1]),
-                   n_samples=int(Xb.shape[0]), lam_mean=lam, **_test_spread(y, y_test, test_scores))
+    history.finish(train_objective=objective, y_train=y, train_scores=fitted["train_scores"], y_test=y_test,
+                   test_scores=test_scores, epochs=n_iter, n_features=fitted["n_features"],
+                   n_samples=fitted["n_samples"], lam_mean=fitted["lam"], **_test_spread(y, y_test, test_scores))
     return history
+
+
+def fit_logistic(X, y, X_test, y_test, params: Params, *, algorithm: str) -> History:
+    """Fit f on [X, 1] and record the final metrics."""
+    return logistic_history(train_logistic(X, y, params), y, X_test, y_test, algorithm=algorithm)
 
 
 def _test_spread(y_train, y_test, test_scores) -> dict:

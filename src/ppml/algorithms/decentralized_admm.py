@@ -29,8 +29,19 @@ Reported model. The papers report the test error of the agents' own (local) mode
 other final test metrics are taken over every agent's model on every test row, i.e. the mean over agents
 (AUC pooled over agents' scores). The error of the average model and of the worst agent are reported beside.
 
+Role programs (DESIGN.md §4). Every agent runs :func:`consensus_rounds` in its own program: local step,
+``theta`` to its neighbours (or ``ctl/silent`` when it releases nothing that round: IPP-ADMM), collect one
+message from each neighbour, dual step, end of round. The evaluator (the address ``evaluator``, holding the
+held-out rows, :data:`ppml.runtime.EVALUATOR`) scores each round through evaluation messages: every agent
+sends it its round's model, it sends the round's models back to every agent, and each agent returns the
+scores of its own rows under every model; the evaluator stacks them in agent order, which is exactly the
+matrix ``X @ thetas.T`` of all training rows, so every record is the experimenter's view without any party
+reading another's rows. The graph is public and drawn in :func:`network_for`, before the programs start.
+
 Threat model: agents are honest-but-curious; a neighbour sees every theta_j sent to it. This non-private
-baseline protects nothing; it is the lower bound of the papers' error-versus-epsilon figures.
+baseline protects nothing; it is the lower bound of the papers' error-versus-epsilon figures. The evaluator
+is the experimenter: it sees every model and every training row's score and label (evaluation traffic,
+outside the protocol and counted apart).
 
 References
 ----------
@@ -45,6 +56,7 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
@@ -53,22 +65,49 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.special import expit
 
+from ppml import runtime
 from ppml.algorithms._majority import majority_error
 from ppml.algorithms.centralized import test_rows
 from ppml.config import ParamError
 from ppml.history import History
-from ppml.network import Endpoint, Network
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network
 from ppml.parties import Party, signed_labels
+from ppml.runtime import EVALUATOR, Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit", "random_connected_graph", "graph_neighbours",
-           "LocalProblem", "LocalSolution", "HessianCache", "local_gradient", "solve_local", "Agent",
-           "make_agents", "Evaluator", "consensus_rounds", "stop_exact", "exact_gtol", "EXACT_RTOL"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble",
+           "random_connected_graph", "graph_neighbours", "LocalProblem", "LocalSolution", "HessianCache",
+           "local_gradient", "solve_local", "Agent", "make_agents", "objective_scale", "Evaluator",
+           "consensus_rounds", "evaluator_program", "agent_roles", "merge_misses", "finish", "stop_exact",
+           "exact_gtol", "EXACT_RTOL"]
 
 MESSAGES = (
     {"tag": "theta", "src": "agent i", "dst": "each neighbour j of agent i",
      "content": "theta_i after the local update (d floats)", "protection": "none (non-private baseline)"},
 )
 
+TAG_THETA = "theta"
+TAG_SILENT = CONTROL + "silent"  # agent -> neighbour: no model this round (IPP-ADMM's silent rounds)
+TAG_LABELS = EVALUATION + "labels"  # agent -> evaluator: its rows' 0/1 labels, once
+TAG_MODEL = EVALUATION + "model"  # agent -> evaluator: its model after the round (and its round's facts)
+TAG_MODELS = EVALUATION + "models"  # evaluator -> agent: every agent's model of the round
+TAG_SCORES = EVALUATION + "scores"  # agent -> evaluator: its rows' scores under every model of the round
+
+SIDE_MESSAGES: tuple[dict[str, str], ...] = (
+    {"tag": TAG_LABELS, "src": "every agent", "dst": "evaluator",
+     "content": "the agent's training labels (0/1), once (evaluation: training loss, AUC, majority class)"},
+    {"tag": TAG_MODEL, "src": "every agent", "dst": "evaluator",
+     "content": "theta_i as last published, and the round's own counters of a variant (Newton steps, "
+                "broadcasts), every round (evaluation)"},
+    {"tag": TAG_MODELS, "src": "evaluator", "dst": "every agent",
+     "content": "the N models of the round (N x d), every round (evaluation)"},
+    {"tag": TAG_SCORES, "src": "every agent", "dst": "evaluator",
+     "content": "the scores X_i theta_j of the agent's rows under every model j (|D_i| x N), every round "
+                "(evaluation)"},
+)
+"""Evaluation and control messages (every variant); a variant with silent rounds adds ``ctl/silent``."""
+
+SILENT_MESSAGE = {"tag": TAG_SILENT, "src": "agent i", "dst": "each neighbour j of agent i",
+                  "content": "nothing: agent i releases no model this round (j keeps the one it last received)"}
 #: Relative gradient-norm tolerance of an "exact" local solve: ``||∇h|| <= EXACT_RTOL * max(1, ||linear||)``
 #: (the local problems are >= 2 eta-strongly convex, so this bounds the distance to the exact minimizer;
 #: relative, because the noise of the private variants can make the linear term large).
@@ -148,16 +187,21 @@ def _connected(adjacency: np.ndarray) -> bool:
 
 def network_for(parties: list[Party], params: Params, *, rng: np.random.Generator,
                 capture: bool = False) -> Network:
-    """The agents on a seeded random connected graph; only neighbours may exchange messages."""
+    """The agents on a seeded random connected graph (only neighbours may exchange messages), and the
+    evaluator, which may exchange evaluation messages with every agent."""
     if len(parties) != params.agents:
         raise ParamError(f"agents is {params.agents}, but the prepared data has {len(parties)} parties "
                          f"({', '.join(p.name for p in parties)})")
     names = [p.name for p in parties]
-    return Network(names, capture=capture, edges=random_connected_graph(names, p=params.graph_p, rng=rng))
+    if EVALUATOR in names:
+        raise ValueError(f"an agent may not be called {EVALUATOR!r}: that is the evaluator's address")
+    graph = random_connected_graph(names, p=params.graph_p, rng=rng)
+    return Network([*names, EVALUATOR], capture=capture,
+                   edges=graph + tuple((EVALUATOR, name) for name in names))
 
 
 def graph_neighbours(network: Network, names: list[str]) -> dict[str, tuple[str, ...]]:
-    """Each agent's neighbours (in `names` order), read from the network's edges."""
+    """Each agent's neighbours (in `names` order), read from the network's edges (the evaluator is no agent)."""
     if network.edges is None:
         raise ValueError("decentralized ADMM needs a network with graph edges; build it with network_for()")
     out = {a: tuple(b for b in names if b != a and frozenset((a, b)) in network.edges) for a in names}
@@ -314,16 +358,17 @@ class Agent:
         X = party.X.toarray() if sp.issparse(party.X) else party.X
         self.name = party.name
         self.X = np.ascontiguousarray(X, dtype=float)
+        self.y01 = np.asarray(party.y)
         self.y = signed_labels(party.y)
         self.scale = float(scale)
         self.row_weight = float(row_weight)
-        self.neighbours = neighbours
+        self.neighbours = tuple(neighbours)
         self.rng = rng
         self._endpoint = endpoint
         d = self.X.shape[1]
         self.theta = np.zeros(d)
         self.dual = np.zeros(d)
-        self.neighbour_theta = {j: np.zeros(d) for j in neighbours}
+        self.neighbour_theta = {j: np.zeros(d) for j in self.neighbours}
         self.hessian_cache = HessianCache()
 
     @property
@@ -365,57 +410,80 @@ class Agent:
     def publish(self, theta: np.ndarray) -> None:
         """Adopt `theta` as this agent's model and send it to every neighbour."""
         self.theta = np.asarray(theta, dtype=float)
-        self._endpoint.broadcast(self.neighbours, "theta", self.theta)
+        self._endpoint.broadcast(self.neighbours, TAG_THETA, self.theta)
 
-    def collect(self, *, stale_ok: bool = False) -> None:
-        """Receive each neighbour's new model (with `stale_ok`, a silent neighbour's last one stays)."""
+    def stay_silent(self) -> None:
+        """Release no model this round: tell every neighbour so (a control message), keep theta."""
+        self._endpoint.broadcast(self.neighbours, TAG_SILENT, None)
+
+    def end_round(self) -> None:
+        self._endpoint.next_round()
+
+    def collect(self) -> None:
+        """One message from each neighbour: its new model, or word that it stays silent (its last one stays)."""
         for j in self.neighbours:
-            pending = self._endpoint.pending(j, "theta")
-            if pending == 0 and stale_ok:
-                continue
-            if pending > 1:
-                raise RuntimeError(f"{self.name!r} has {pending} unread models from {j!r}; rounds are out of "
-                                   "step")
-            self.neighbour_theta[j] = self._endpoint.recv(j, "theta")
+            tag, payload = self._endpoint.recv_first(j, (TAG_THETA, TAG_SILENT))
+            if tag == TAG_THETA:
+                self.neighbour_theta[j] = payload
 
     def dual_step(self, step: float) -> None:
         """``lambda_i += (step/2) sum_{j in B_i} (theta_i - theta_j)``."""
         self.dual = self.dual + 0.5 * step * (self.degree * self.theta - sum(self.neighbour_theta.values()))
 
+    # evaluation messages (outside the protocol)
 
-def make_agents(parties: list[Party], network: Network, *, loss_scale: str,
-                rng: np.random.Generator) -> list[Agent]:
-    """One :class:`Agent` per party, each with its own child generator spawned from `rng`.
+    def send_labels(self, evaluator: str) -> None:
+        """Once, before the rounds: this agent's training labels to the evaluator."""
+        self._endpoint.send(evaluator, TAG_LABELS, self.y01)
 
-    The objective scale s is n/N for ``loss_scale="sum"`` and 1 for ``"mean"`` (row counts are public).
+    def score(self, evaluator: str, facts: dict[str, Any]) -> None:
+        """After a round: send the model (and the round's `facts`), score the round's models on own rows."""
+        self._endpoint.send(evaluator, TAG_MODEL, {"theta": self.theta, **facts})
+        thetas = self._endpoint.recv(evaluator, TAG_MODELS)
+        self._endpoint.send(evaluator, TAG_SCORES, self.X @ thetas.T)
+
+
+def objective_scale(rows: list[int], *, loss_scale: str) -> tuple[float, float]:
+    """(s, w): the objective scale and each row's loss weight, from every agent's row count (public).
+
+    s is n/N for ``loss_scale="sum"`` and 1 for ``"mean"``; w = s N / n.
     """
-    names = [p.name for p in parties]
-    nbrs = graph_neighbours(network, names)
-    n_total = sum(p.n_samples for p in parties)
-    scales = {"sum": n_total / len(parties), "mean": 1.0}
+    n_total = sum(rows)
+    scales = {"sum": n_total / len(rows), "mean": 1.0}
     if loss_scale not in scales:
         raise ValueError(f"loss_scale must be one of {sorted(scales)}, got {loss_scale!r}")
     scale = scales[loss_scale]
-    row_weight = scale * len(parties) / n_total
+    return scale, scale * len(rows) / n_total
+
+
+def make_agents(parties: list[Party], network: Network, *, loss_scale: str,
+                rng: np.random.Generator) -> list[Agent]:
+    """Every agent's :class:`Agent` in this process, each with its own child generator spawned from `rng`.
+
+    For unit tests of one agent's update (a run builds each agent inside its own program, :func:`roles`);
+    the same scale, neighbours and random streams as a run's.
+    """
+    names = [p.name for p in parties]
+    nbrs = graph_neighbours(network, names)
+    scale, row_weight = objective_scale([p.n_samples for p in parties], loss_scale=loss_scale)
     return [Agent(p, network.endpoint(p.name), nbrs[p.name], scale=scale, row_weight=row_weight, rng=child)
             for p, child in zip(parties, rng.spawn(len(parties)))]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# evaluation (the simulator's view, outside the protocol)
+# evaluation (the experimenter's view, through evaluation messages)
 
 
 class Evaluator:
-    """Scores every agent's model on all training rows and on the test rows.
+    """The evaluator's arithmetic: every agent's model on all training rows and on the test rows.
 
-    This is the experimenter's view (it joins all rows), used only for the records and the final metrics,
-    never inside the protocol.
+    Works on what the evaluation messages carry: the training labels of every agent in agent order, and per
+    round the N x d models and the n x N scores of all training rows (every agent's block stacked in agent
+    order: the matrix ``X @ thetas.T`` of all rows). The test rows are the evaluator's own.
     """
 
-    def __init__(self, parties: list[Party], evaluation: Party | None, *, lam: float) -> None:
-        blocks = [p.X.toarray() if sp.issparse(p.X) else np.asarray(p.X, dtype=float) for p in parties]
-        self.X = np.vstack(blocks)
-        self.y01 = np.concatenate([p.y for p in parties])
+    def __init__(self, y_train: np.ndarray, evaluation: Party | None, *, lam: float) -> None:
+        self.y01 = y_train
         self.y = signed_labels(self.y01)
         self.lam = lam
         self.X_test = self.y_test = None
@@ -423,102 +491,188 @@ class Evaluator:
             X_test, self.y_test = test_rows(evaluation)
             self.X_test = X_test.toarray() if sp.issparse(X_test) else np.asarray(X_test, dtype=float)
 
-    def _objectives(self, thetas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores = self.X @ thetas.T
+    def _objectives(self, thetas: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         losses = np.mean(np.logaddexp(0.0, -self.y[:, None] * scores), axis=0)
         return losses, losses + 0.5 * self.lam * np.einsum("ij,ij->i", thetas, thetas)
 
-    def record(self, thetas: list[np.ndarray]) -> dict[str, float]:
+    def record(self, th: np.ndarray, scores: np.ndarray) -> dict[str, float]:
         """Per-round values: mean over agents of f(theta_i), of the training log loss, of the test error."""
-        th = np.vstack(thetas)
-        losses, objectives = self._objectives(th)
+        losses, objectives = self._objectives(th, scores)
         out = {"train_objective": float(objectives.mean()), "train_loss": float(losses.mean()),
                "consensus": float(np.max(np.linalg.norm(th - th.mean(axis=0), axis=1)))}
         if self.X_test is not None:
-            scores = self.X_test @ th.T
-            out["test_error"] = float(np.mean((scores > 0) != (self.y_test[:, None] == 1)))
-            margins = signed_labels(self.y_test)[:, None] * scores
+            test_scores = self.X_test @ th.T
+            out["test_error"] = float(np.mean((test_scores > 0) != (self.y_test[:, None] == 1)))
+            margins = signed_labels(self.y_test)[:, None] * test_scores
             out["test_logloss"] = float(np.mean(np.logaddexp(0.0, -margins)))
         return out
 
-    def finish(self, history: History, thetas: list[np.ndarray], **extra: Any) -> None:
+    def finish(self, th: np.ndarray, scores: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         """Final metrics over every agent's model (see the module docstring), plus the average model's and
-        the majority-class test error (the trivial baseline every error is shown beside)."""
-        th = np.vstack(thetas)
-        _, objectives = self._objectives(th)
-        n_agents = len(thetas)
-        train_scores = (self.X @ th.T).T.ravel()
+        the majority-class test error (the trivial baseline every error is shown beside).
+
+        Returns the arguments of :meth:`History.finish` and the extra metrics that follow a variant's own.
+        """
+        _, objectives = self._objectives(th, scores)
+        n_agents = th.shape[0]
+        extra: dict[str, Any] = {}
         test_scores = y_test = None
         if self.X_test is not None:
-            scores = self.X_test @ th.T
-            errors = np.mean((scores > 0) != (self.y_test[:, None] == 1), axis=0)
+            scored = self.X_test @ th.T
+            errors = np.mean((scored > 0) != (self.y_test[:, None] == 1), axis=0)
             average_scores = self.X_test @ th.mean(axis=0)
             extra.update(test_error_worst_agent=float(errors.max()),
                          test_error_average_model=float(np.mean((average_scores > 0) != (self.y_test == 1))),
                          majority_error=majority_error(self.y01, self.y_test))
-            test_scores, y_test = scores.T.ravel(), np.tile(self.y_test, n_agents)
-        history.finish(train_objective=float(objectives.mean()), y_train=np.tile(self.y01, n_agents),
-                       train_scores=train_scores, y_test=y_test, test_scores=test_scores,
-                       agents=n_agents, n_features=int(th.shape[1]), **extra)
+            test_scores, y_test = scored.T.ravel(), np.tile(self.y_test, n_agents)
+        final = dict(train_objective=float(objectives.mean()), y_train=np.tile(self.y01, n_agents),
+                     train_scores=scores.T.ravel(), y_test=y_test, test_scores=test_scores,
+                     agents=n_agents, n_features=int(th.shape[1]))
+        return final, extra
+
+
+RoundRecord = Callable[[Any, int, list[dict[str, Any]]], dict[str, Any]]
+"""``(params, t, facts) -> dict``: a variant's values for round t's record, from every agent's facts."""
+
+
+def evaluator_program(endpoint: Endpoint, party: Party | None, *, agents: list[str], params: Any,
+                      algorithm: str, round_record: RoundRecord | None = None) -> dict[str, Any]:
+    """The evaluator: per round, collect the models, send them to every agent, score from their answers.
+
+    Receives ``eval/labels`` once and per round ``eval/model`` and ``eval/scores`` from every agent; sends
+    ``eval/models``. `party` is the held-out rows' shard (None: no test metrics). Returns the History with
+    the per-round records and the arguments of its final metrics (``final``, ``extra``), which
+    :func:`assemble` completes with the agents' own facts.
+    """
+    evaluator = Evaluator(np.concatenate([endpoint.recv(a, TAG_LABELS) for a in agents]), party,
+                          lam=params.lam)
+    history = History(algorithm)
+    th = scores = None
+    for t in range(1, params.T + 1):
+        facts = [endpoint.recv(a, TAG_MODEL) for a in agents]
+        th = np.vstack([f.pop("theta") for f in facts])
+        endpoint.broadcast(agents, TAG_MODELS, th)
+        scores = np.vstack([endpoint.recv(a, TAG_SCORES) for a in agents])
+        record = evaluator.record(th, scores)
+        if round_record is not None:
+            record.update(round_record(params, t, facts))
+        history.log(epoch=t, **record)
+        endpoint.next_round()
+    final, extra = evaluator.finish(th, scores)
+    return {"history": history, "final": final, "extra": extra}
 
 
 # ---------------------------------------------------------------------------------------------------------
 # the rounds
 
+Update = tuple["np.ndarray | None", dict[str, Any]]
+"""What a local step gives: the model to publish (None: none this round) and the round's facts to report."""
 
-def consensus_rounds(agents: list[Agent], network: Network, *, T: int,
-                     local_step: Callable[[Agent, int], np.ndarray | None], dual_step: Callable[[int], float],
-                     evaluator: Evaluator, history: History, stale_ok: bool = False,
-                     extra_record: Callable[[int], dict[str, Any]] | None = None) -> None:
-    """Run T synchronous rounds: local updates, exchange with neighbours, dual updates, one record each.
+
+def consensus_rounds(agent: Agent, *, T: int, local_step: Callable[[int], Update],
+                     dual_step: Callable[[int], float], evaluator: str = EVALUATOR) -> None:
+    """Agent's T synchronous rounds: local update, exchange with neighbours, dual update, evaluation.
+
+    Runs inside the agent's own program. Each round the agent publishes its model (``theta``) or says it has
+    none (``ctl/silent``), receives one of the two from every neighbour, updates its dual and then answers
+    the evaluator (:meth:`Agent.score`).
 
     Parameters
     ----------
-    local_step : callable (agent, t) -> ndarray or None
-        Agent's update in round t = 1..T: the model it publishes, or None to publish nothing this round.
+    local_step : callable t -> (ndarray or None, dict)
+        The agent's update in round t = 1..T: the model it publishes, or None to publish nothing this round,
+        and facts of the round for the evaluator's record (e.g. its Newton steps).
     dual_step : callable t -> float
         The dual step size of round t.
-    stale_ok : bool
-        Whether an agent may receive nothing from a neighbour in a round (then it keeps the stale model).
-    extra_record : callable t -> dict, optional
-        Variant-specific values added to round t's record.
     """
+    agent.send_labels(evaluator)
     for t in range(1, T + 1):
-        updates = [local_step(agent, t) for agent in agents]
-        for agent, theta in zip(agents, updates):
-            if theta is not None:
-                agent.publish(theta)
-        network.next_round()
-        for agent in agents:
-            agent.collect(stale_ok=stale_ok)
-        step = dual_step(t)
-        for agent in agents:
-            agent.dual_step(step)
-        record = evaluator.record([a.theta for a in agents])
-        if extra_record is not None:
-            record.update(extra_record(t))
-        history.log(epoch=t, **record)
+        theta, facts = local_step(t)
+        if theta is None:
+            agent.stay_silent()
+        else:
+            agent.publish(theta)
+        agent.end_round()
+        agent.collect()
+        agent.dual_step(dual_step(t))
+        agent.score(evaluator, facts)
+
+
+def agent_roles(public: Public, params: Any, *, rng: np.random.Generator, network: Network,
+                program: Callable[..., Any], algorithm: str, loss_scale: str,
+                row_weights: dict[str, float] | None = None, round_record: RoundRecord | None = None,
+                **kwargs: Any) -> list[Role]:
+    """One `program` per agent and the evaluator's, from public facts (row counts, the graph).
+
+    Each agent's program gets ``neighbours``, ``scale``, ``row_weight`` (from `row_weights` where given),
+    its own child generator of `rng` (spawned in agent order, as :func:`make_agents` does), ``params`` and
+    `kwargs`.
+    """
+    names = public.names
+    nbrs = graph_neighbours(network, names)
+    if EVALUATOR not in network.names:
+        raise ValueError(f"the network has no {EVALUATOR!r} address; build it with network_for()")
+    if len(names) != params.agents:
+        raise ParamError(f"agents is {params.agents}, but the prepared data has {len(names)} parties "
+                         f"({', '.join(names)})")
+    scale, row_weight = objective_scale([p.train_rows for p in public.parties], loss_scale=loss_scale)
+    out = [Role(name, program, name,
+                {"neighbours": nbrs[name], "scale": scale,
+                 "row_weight": row_weight if row_weights is None else row_weights[name], "rng": child,
+                 "params": params, **kwargs})
+           for name, child in zip(names, rng.spawn(len(names)))]
+    out.append(Role(EVALUATOR, evaluator_program, None if public.evaluator is None else EVALUATOR,
+                    {"agents": names, "params": params, "algorithm": algorithm, "round_record": round_record}))
+    return out
+
+
+def merge_misses(names: list[str], results: dict[str, Any]) -> list[tuple[str, int, float]]:
+    """Every agent's missed solves in the order they happened: by round, then agent."""
+    order = {name: i for i, name in enumerate(names)}
+    misses = [tuple(m) for name in names for m in results[name]["misses"]]
+    return sorted(misses, key=lambda m: (m[1], order[m[0]]))
+
+
+def finish(history: History, evaluated: dict[str, Any], **extra: Any) -> History:
+    """The final metrics: the evaluator's, with a variant's `extra` before the evaluator's own extras."""
+    history.finish(**evaluated["final"], **extra, **evaluated["extra"])
+    return history
+
+
+def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
+                   row_weight: float, rng: np.random.Generator, params: Params) -> dict[str, Any]:
+    """Non-private consensus ADMM at one agent: exact local solves; returns its missed solves."""
+    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
+    misses: list[tuple[str, int, float]] = []
+
+    def local_step(t: int) -> Update:
+        sol = agent.solve(agent.problem(reg=agent.regularization(params.lam), penalty=params.eta))
+        if not sol.converged:
+            misses.append((agent.name, t, sol.grad_norm))
+        return sol.theta, {}
+
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    return {"misses": misses}
+
+
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
+    """An agent program per party and the evaluator's."""
+    return agent_roles(public, params, rng=rng, network=network, program=_agent_program,
+                       algorithm="decentralized_admm", loss_scale=params.loss_scale)
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The evaluator's records and final metrics; converged when no agent missed a solve's tolerance."""
+    evaluated = results[EVALUATOR]
+    history = evaluated["history"]
+    stop_exact(history, merge_misses(public.names, results), T=params.T)
+    return finish(history, evaluated)
 
 
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
         evaluation: Party | None = None) -> History:
     """Non-private consensus ADMM with exact (Newton) local solves; see the module docstring."""
-    history = History("decentralized_admm")
-    agents = make_agents(parties, network, loss_scale=params.loss_scale, rng=rng)
-    evaluator = Evaluator(parties, evaluation, lam=params.lam)
-    misses: list[tuple[str, int, float]] = []
-
-    def local_step(agent: Agent, t: int) -> np.ndarray:
-        sol = agent.solve(agent.problem(reg=agent.regularization(params.lam), penalty=params.eta))
-        if not sol.converged:
-            misses.append((agent.name, t, sol.grad_norm))
-        return sol.theta
-
-    consensus_rounds(agents, network, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
-                     evaluator=evaluator, history=history)
-    stop_exact(history, misses, T=params.T)
-    evaluator.finish(history, [a.theta for a in agents])
-    return history
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)
 
 
 def stop_exact(history: History, misses: list[tuple[str, int, float]], *, T: int) -> None:

@@ -34,20 +34,24 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from ppml import runtime
 from ppml.algorithms import _private_admm as private
-from ppml.algorithms.decentralized_admm import (Agent, Evaluator, consensus_rounds, make_agents,
-                                                network_for, stop_exact)
+from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES, Agent, Update, agent_roles, consensus_rounds,
+                                                finish, merge_misses, network_for, stop_exact)
 from ppml.history import History
-from ppml.network import Network
+from ppml.network import Endpoint, Network
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.events import ZCDPEvent
+from ppml.runtime import EVALUATOR, Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit", "dvp_constants"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "dvp_constants"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -85,21 +89,19 @@ def dvp_constants(*, alpha: float, row_weight: float, strong_convexity: float) -
     return eps_prime, eps_prime / 2.0, phi
 
 
-def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
-        evaluation: Party | None = None) -> History:
-    """DVP with exact local solves on horizontally split data; see the module docstring."""
-    history = History("dvp")
-    agents = make_agents(parties, network, loss_scale=params.loss_scale, rng=rng)
-    evaluator = Evaluator(parties, evaluation, lam=params.lam)
-    alpha = math.sqrt(2.0 * params.rho_total / params.T)
-    constants = {a.name: dvp_constants(alpha=alpha, row_weight=a.row_weight,
-                                       strong_convexity=a.regularization(params.lam)
-                                       + 2.0 * params.eta * a.degree)
-                 for a in agents}
+def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
+                   row_weight: float, rng: np.random.Generator, params: Params, alpha: float) -> dict[str, Any]:
+    """DVP at one agent: its constants from its own degree, per round a dual-perturbed exact solve.
+
+    Returns its constants (eps', zeta, Phi), whether its rows lie in the unit ball and its missed solves.
+    """
+    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
+    constants = dvp_constants(alpha=alpha, row_weight=agent.row_weight,
+                              strong_convexity=agent.regularization(params.lam) + 2.0 * params.eta * agent.degree)
+    _, zeta, phi = constants
     misses: list[tuple[str, int, float]] = []
 
-    def local_step(agent: Agent, t: int) -> np.ndarray:
-        _, zeta, phi = constants[agent.name]
+    def local_step(t: int) -> Update:
         linear, reg = None, agent.regularization(params.lam)
         if params.noise:
             noise = private.gamma_noise(agent.rng, agent.theta.shape[0], rate=zeta)
@@ -110,12 +112,31 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
             misses.append((agent.name, t, solution.grad_norm))
         if params.noise and params.dual_from_perturbed:
             agent.dual = agent.dual + 0.5 * linear
-        return solution.theta
+        return solution.theta, {}
 
-    consensus_rounds(agents, network, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
-                     evaluator=evaluator, history=history)
-    stop_exact(history, misses, T=params.T)
-    private.start_ledger(history, params, agents)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    return {"misses": misses, "constants": constants, "rows_in_unit_ball": agent.rows_in_unit_ball}
+
+
+def _alpha(params: Params) -> float:
+    return math.sqrt(2.0 * params.rho_total / params.T)
+
+
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
+    """An agent program per party (alpha is public: it follows from the target) and the evaluator's."""
+    return agent_roles(public, params, rng=rng, network=network, program=_agent_program, algorithm="dvp",
+                       loss_scale=params.loss_scale, alpha=_alpha(params))
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The evaluator's records; the ledger and the constants from every agent's own report."""
+    names = public.names
+    evaluated = results[EVALUATOR]
+    history = evaluated["history"]
+    alpha = _alpha(params)
+    constants = {name: tuple(results[name]["constants"]) for name in names}
+    stop_exact(history, merge_misses(names, results), T=params.T)
+    private.start_ledger(history, params, {name: results[name]["rows_in_unit_ball"] for name in names})
     history.ledger.notes.append(f"every round is alpha = {alpha:.6g}-DP per agent (pure), composed in zCDP "
                                 "as "
                                 f"alpha^2/2; constants reconstructed in specs/dvp.md (UNVERIFIED); dual from "
@@ -123,10 +144,15 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
     history.extra["agents"] = {name: {"eps_prime": c[0], "zeta": c[1], "phi": c[2]}
                                for name, c in constants.items()}
     if params.noise:
-        history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(alpha), count=params.T, party=a.name)
-                                     for a in agents)
+        history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(alpha), count=params.T, party=name)
+                                     for name in names)
         history.ledger.paper_bound = {"name": "pp_admm.pure_dp_composition", "inputs": {
-            "step_epsilons": {a.name: [alpha] * params.T for a in agents}, "delta": params.delta}}
-    evaluator.finish(history, [a.theta for a in agents], alpha=alpha, rho_total=params.rho_total,
-                     phi=max(c[2] for c in constants.values()))
-    return history
+            "step_epsilons": {name: [alpha] * params.T for name in names}, "delta": params.delta}}
+    return finish(history, evaluated, alpha=alpha, rho_total=params.rho_total,
+                  phi=max(c[2] for c in constants.values()))
+
+
+def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
+        evaluation: Party | None = None) -> History:
+    """DVP with exact local solves on horizontally split data; see the module docstring."""
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)

@@ -19,7 +19,8 @@ any alpha in 1e-3..10 and the quality (~1e-2): the send decisions are then coin 
 ``svt_sensitivity: per_record`` uses 2 C_loss/|D_i| instead (our option; the quality also reads theta_hat,
 which itself depends on the data, a dependence Lemma 4.2 does not address in either form). The noisy
 threshold is redrawn after each positive answer (Dwork-Roth's Sparse; the paper does not say: UNVERIFIED).
-After c releases the agent stops (abort); silent rounds keep theta, and a neighbour that receives nothing
+After c releases the agent stops (abort); silent rounds keep theta, and the agent tells each neighbour so
+with a control message (``ctl/silent``, counted apart from the protocol's traffic), upon which the neighbour
 keeps the model it last received; every agent updates its dual each round.
 
 Accounting (Theorem 4.1): ``rho'_i = (eps1 + eps2)^2 / 2 + c (rho_i1 + rho_i2)``. The paper does not say how a
@@ -45,22 +46,27 @@ References
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from ppml import runtime
 from ppml.algorithms import pp_admm
-from ppml.algorithms.decentralized_admm import Agent, Evaluator, consensus_rounds, network_for
+from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES as _SIDE, SILENT_MESSAGE, Agent, Update,
+                                                consensus_rounds, finish, network_for)
 from ppml.history import History
-from ppml.network import Network
+from ppml.network import Endpoint, Network
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.bounds_pp_admm import PPBudget, ipp_admm_budget
 from ppml.privacy.events import ZCDPEvent
 from ppml.privacy.svt import SparseVector
+from ppml.runtime import EVALUATOR, Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit", "clipped_loss_decrease", "clipped_objective"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble",
+           "clipped_loss_decrease", "clipped_objective", "svt_sensitivity"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -73,6 +79,9 @@ MESSAGES = (
                    "technique"},
 )
 
+
+#: evaluation messages as every variant's, and the control message of a silent round
+SIDE_MESSAGES = (SILENT_MESSAGE, *_SIDE)
 
 @dataclass(frozen=True)
 class Params(pp_admm.Params):
@@ -123,67 +132,93 @@ def clipped_objective(X: np.ndarray, y: np.ndarray, theta: np.ndarray, *, clip: 
     return float(np.mean(loss)) + 0.5 * reg * float(theta @ theta)
 
 
-def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
-        evaluation: Party | None = None) -> History:
-    """IPP-ADMM (Algorithm 2) on horizontally split data; see the module docstring."""
+def svt_sensitivity(params: Params, *, rows: int, row_weight: float) -> float:
+    """The quality's sensitivity at an agent with `rows` rows of loss weight `row_weight`."""
     paper = params.variant == "paper"
-    history = History("ipp_admm")
-    agents = pp_admm.build_agents(parties, network, params, rng=rng)
-    evaluator = Evaluator(parties, evaluation, lam=params.lam)
-    budget = params.budget(svt_share=params.svt_share, c=params.c)
-    noises, lam_info = pp_admm.calibrate_all(agents, params, budget, sigma1_from="epsilon_i1")
+    if paper and params.svt_sensitivity == "per_record":
+        return 2.0 * params.C_loss / rows
+    return 2.0 * params.C_loss * (1.0 if paper else row_weight)
 
-    def sensitivity(agent: Agent) -> float:
-        if paper and params.svt_sensitivity == "per_record":
-            return 2.0 * params.C_loss / agent.X.shape[0]
-        return 2.0 * params.C_loss * (1.0 if paper else agent.row_weight)
 
-    svts = {a.name: SparseVector(threshold=params.alpha, c=params.c, eps1=budget.eps1, eps2=budget.eps2,
-                                 sensitivity=sensitivity(a), rng=a.rng, party=a.name, noise=params.noise)
-            for a in agents}
-    sent: list[str] = []
+def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
+                   row_weight: float, rng: np.random.Generator, params: Params, budget: PPBudget,
+                   lam_info: dict[str, float], agents: int) -> dict[str, Any]:
+    """IPP-ADMM (Algorithm 2) at one agent: its calibration and SVT, then T rounds.
 
-    def local_step(agent: Agent, t: int) -> np.ndarray | None:
-        svt = svts[agent.name]
+    In a round where the SVT says no (or after its c releases) the agent sends ``ctl/silent`` to its
+    neighbours instead of a model. Reports to the evaluator whether it broadcast and its broadcasts so far;
+    returns its calibration, its SVT's sensitivity and count, and whether its rows lie in the unit ball.
+    """
+    paper = params.variant == "paper"
+    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
+    noise = pp_admm.calibrate(agent, params, budget, sigma1_from="epsilon_i1", lam_info=lam_info, agents=agents)
+    sensitivity = svt_sensitivity(params, rows=agent.X.shape[0], row_weight=agent.row_weight)
+    svt = SparseVector(threshold=params.alpha, c=params.c, eps1=budget.eps1, eps2=budget.eps2,
+                       sensitivity=sensitivity, rng=agent.rng, party=agent.name, noise=params.noise)
+
+    def local_step(t: int) -> Update:
         if svt.halted:
-            return None
-        release, solution = pp_admm.perturbed_update(agent, noises[agent.name], eta=params.eta)
+            return None, {"sent": False, "broadcasts": svt.count}
+        release, solution = pp_admm.perturbed_update(agent, noise, eta=params.eta)
         if paper:
-            reg = noises[agent.name].lam_hat
+            reg = noise.lam_hat
             quality = (clipped_objective(agent.X, agent.y, agent.theta, clip=params.C_loss, reg=reg)
                        - clipped_objective(agent.X, agent.y, solution.theta, clip=params.C_loss, reg=reg))
         else:
             quality = clipped_loss_decrease(agent.X, agent.y, agent.theta, release, clip=params.C_loss,
                                             row_weight=agent.row_weight)
-        if svt.above(quality):
-            sent.append(agent.name)
-            return release
-        return None
+        sent = svt.above(quality)
+        return (release if sent else None), {"sent": sent, "broadcasts": svt.count}
 
-    def extra_record(t: int) -> dict[str, int]:
-        record = {"broadcasts": len(sent), "broadcasts_total": sum(s.count for s in svts.values())}
-        sent.clear()
-        return record
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    return {"noise": noise, "rows_in_unit_ball": agent.rows_in_unit_ball, "svt_sensitivity": sensitivity,
+            "broadcasts": svt.count}
 
-    consensus_rounds(agents, network, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
-                     evaluator=evaluator, history=history, stale_ok=True, extra_record=extra_record)
+
+def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[str, int]:
+    """How many agents broadcast in the round, and how many broadcasts all agents made so far."""
+    return {"broadcasts": sum(1 for f in facts if f["sent"]),
+            "broadcasts_total": sum(f["broadcasts"] for f in facts)}
+
+
+def _budget(params: Params) -> PPBudget:
+    return params.budget(svt_share=params.svt_share, c=params.c)
+
+
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
+    """An agent program per party and the evaluator's (which records each round's broadcasts)."""
+    return pp_admm.private_roles(public, params, rng=rng, network=network, program=_agent_program,
+                                 algorithm="ipp_admm", budget=_budget(params), round_record=_round_record)
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The evaluator's records; the ledger from every agent's own calibration and SVT."""
+    paper = params.variant == "paper"
+    names = public.names
+    evaluated = results[EVALUATOR]
+    history = evaluated["history"]
+    budget = _budget(params)
+    lam_info = pp_admm.lam_hat_info(params, budget, [p.train_rows for p in public.parties])
+    noises = {name: results[name]["noise"] for name in names}
     history.stop(converged=True, reason=f"ran the T = {params.T} rounds; every perturbed solve reached its "
                                         "gradient tolerance (verified)")
-    pp_admm.record_privacy(history, params, agents, noises, budget, sigma1_from="epsilon_i1", lam_info=lam_info)
+    pp_admm.record_privacy(history, params, {name: results[name]["rows_in_unit_ball"] for name in names},
+                           noises, budget, sigma1_from="epsilon_i1", lam_info=lam_info)
     rho_svt = zcdp.rho_svt(c=params.c, eps1=budget.eps1, eps2=budget.eps2)
     history.ledger.notes.append(
         f"SVT: c = {params.c}, eps1 = {budget.eps1:.6g}, eps2 = {budget.eps2:.6g}, quality sensitivity "
-        f"{max(sensitivity(a) for a in agents):.6g} ({params.svt_sensitivity if paper else 'reconstructed'}),"
+        f"{max(results[name]['svt_sensitivity'] for name in names):.6g} "
+        f"({params.svt_sensitivity if paper else 'reconstructed'}),"
         f" threshold alpha = {params.alpha}; svt_share = {params.svt_share} of rho_total (our split, the "
         "paper leaves it open); the tight ledger records it as c AboveThreshold instances, "
         f"(eps1 + eps2)^2 / (2c) = {rho_svt:.6g}")
-    history.extra["broadcasts"] = {name: s.count for name, s in svts.items()}
+    history.extra["broadcasts"] = {name: results[name]["broadcasts"] for name in names}
     if params.noise:
         # paper: at most c releases are charged (Theorem 4.1); reconstructed: all T rounds
         count = params.c if paper else params.T
-        for agent in agents:
-            history.ledger.events.extend(pp_admm.gaussian_events(agent, noises[agent.name], count=count))
-            history.ledger.events.append(ZCDPEvent(rho=rho_svt, party=agent.name))
+        for name in names:
+            history.ledger.events.extend(pp_admm.gaussian_events(name, noises[name], count=count))
+            history.ledger.events.append(ZCDPEvent(rho=rho_svt, party=name))
         inputs = {"epsilon_i1": budget.epsilon_i1, "delta_i1": budget.delta_i1, "rho_i2": budget.rho_i2,
                   "c": params.c, "eps1": budget.eps1, "eps2": budget.eps2, "delta": params.delta}
         if paper:
@@ -192,6 +227,12 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
             history.ledger.paper_bound = {"name": "pp_admm.theorem_4_1_reconstructed",
                                           "inputs": {**inputs, "T": params.T}}
     pp_admm.certify_lam_hat(history, params, lam_info)
-    evaluator.finish(history, [a.theta for a in agents], **pp_admm.final_privacy(noises, budget, params), eps1=budget.eps1, eps2=budget.eps2,
-                     broadcasts_mean=float(np.mean([s.count for s in svts.values()])))
-    return history
+    return finish(history, evaluated, **pp_admm.final_privacy(noises, budget, params), eps1=budget.eps1,
+                  eps2=budget.eps2,
+                  broadcasts_mean=float(np.mean([results[name]["broadcasts"] for name in names])))
+
+
+def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
+        evaluation: Party | None = None) -> History:
+    """IPP-ADMM (Algorithm 2) on horizontally split data; see the module docstring."""
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)

@@ -32,20 +32,25 @@ References
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ppml import runtime
 from ppml.algorithms import _private_admm as private
-from ppml.algorithms.decentralized_admm import (Agent, Evaluator, consensus_rounds, make_agents,
-                                                network_for, stop_exact)
+from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES, Agent, Update, agent_roles, consensus_rounds,
+                                                finish, merge_misses, network_for, stop_exact)
 from ppml.history import History
-from ppml.network import Network
+from ppml.network import Endpoint, Network
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.events import ZCDPEvent
+from ppml.runtime import EVALUATOR, Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit", "penalties", "step_epsilons"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "penalties",
+           "step_epsilons"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -91,49 +96,67 @@ def step_epsilons(rate: float, *, etas: np.ndarray, degree: int, row_weight: flo
                                                             jacobian_terms=jacobian_terms) for eta in etas])
 
 
-def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
-        evaluation: Party | None = None) -> History:
-    """M-ADMM with penalty perturbation and exact local solves; see the module docstring."""
-    history = History("m_admm")
-    agents = make_agents(parties, network, loss_scale=params.loss_scale, rng=rng)
-    evaluator = Evaluator(parties, evaluation, lam=params.lam)
+def _betas(params: Params, *, degree: int, row_weight: float, reg: float, rate: float, phi: float) -> np.ndarray:
+    return step_epsilons(rate, etas=penalties(params), degree=degree, row_weight=row_weight, reg=reg + phi,
+                         jacobian_terms=1 if params.tight_jacobian else 2)
+
+
+def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
+                   row_weight: float, rng: np.random.Generator, params: Params) -> dict[str, Any]:
+    """M-ADMM at one agent: its noise rate and phi from its own degree and row weight, then T rounds of
+    penalty-perturbed exact solves. Returns its calibration, its per-round epsilons and its missed solves."""
+    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
     etas = penalties(params)
-    terms = 1 if params.tight_jacobian else 2
+    reg = agent.regularization(params.lam)
 
-    def betas(agent: Agent, rate: float, phi: float) -> np.ndarray:
-        return step_epsilons(rate, etas=etas, degree=agent.degree, row_weight=agent.row_weight,
-                             reg=agent.regularization(params.lam) + phi, jacobian_terms=terms)
+    def betas(rate: float, phi: float) -> np.ndarray:
+        return _betas(params, degree=agent.degree, row_weight=agent.row_weight, reg=reg, rate=rate, phi=phi)
 
-    def jacobian_cost(agent: Agent, phi: float) -> float:
-        return float(np.sum(betas(agent, 0.0, phi) ** 2)) / 2.0
-
-    phis = {a.name: 0.0 for a in agents}
-    rates: dict[str, float] = {}
+    phi, rate = 0.0, None
     if params.noise:
-        phis = {a.name: private.jacobian_regularization(lambda phi, a=a: jacobian_cost(a, phi),
-                                                        params.rho_total) for a in agents}
-        rates = {a.name: private.calibrate_rate(lambda r, a=a: betas(a, r, phis[a.name]), params.rho_total,
-                                                what=f"m_admm {a.name}") for a in agents}
+        phi = private.jacobian_regularization(lambda p: float(np.sum(betas(0.0, p) ** 2)) / 2.0,
+                                              params.rho_total)
+        rate = private.calibrate_rate(lambda r: betas(r, phi), params.rho_total, what=f"m_admm {agent.name}")
     misses: list[tuple[str, int, float]] = []
 
-    def local_step(agent: Agent, t: int) -> np.ndarray:
+    def local_step(t: int) -> Update:
         eta_t = etas[t - 1]
         linear = None
         if params.noise:
-            noise = private.gamma_noise(agent.rng, agent.theta.shape[0], rate=rates[agent.name])
+            noise = private.gamma_noise(agent.rng, agent.theta.shape[0], rate=rate)
             linear = eta_t * agent.degree * noise
-        problem = agent.problem(reg=agent.regularization(params.lam) + phis[agent.name], penalty=eta_t,
-                                linear=linear)
+        problem = agent.problem(reg=reg + phi, penalty=eta_t, linear=linear)
         solution = agent.solve(problem)
         if not solution.converged:
             misses.append((agent.name, t, solution.grad_norm))
-        return solution.theta
+        return solution.theta, {}
 
-    consensus_rounds(agents, network, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
-                     evaluator=evaluator, history=history,
-                     extra_record=lambda t: {"penalty": float(etas[t - 1])})
-    stop_exact(history, misses, T=params.T)
-    private.start_ledger(history, params, agents)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    return {"misses": misses, "rate": rate, "phi": phi, "rows_in_unit_ball": agent.rows_in_unit_ball,
+            "step_epsilons": betas(rate, phi).tolist() if params.noise else None}
+
+
+def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[str, float]:
+    """The penalty of round t (public: the same schedule at every agent)."""
+    return {"penalty": float(penalties(params)[t - 1])}
+
+
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
+    """An agent program per party and the evaluator's (which records each round's public penalty)."""
+    return agent_roles(public, params, rng=rng, network=network, program=_agent_program, algorithm="m_admm",
+                       loss_scale=params.loss_scale, round_record=_round_record)
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The evaluator's records; the ledger and calibration from every agent's own report."""
+    names = public.names
+    evaluated = results[EVALUATOR]
+    history = evaluated["history"]
+    terms = 1 if params.tight_jacobian else 2
+    phis = {name: results[name]["phi"] for name in names}
+    rates = {name: results[name]["rate"] for name in names if results[name]["rate"] is not None}
+    stop_exact(history, merge_misses(names, results), T=params.T)
+    private.start_ledger(history, params, {name: results[name]["rows_in_unit_ball"] for name in names})
     cap = f" capped at {params.eta_max}" if params.eta_max is not None else ""
     history.ledger.notes.append(
         f"penalties eta_i(t) = {params.q}^t * {params.eta}{cap}; each agent's noise rate calibrated so that "
@@ -141,13 +164,18 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         f"exceed rho/4 (our extension); {terms} Jacobian term(s); constants reconstructed in specs/m_admm.md "
         "(UNVERIFIED)")
     if params.noise:
-        step_eps = {a.name: betas(a, rates[a.name], phis[a.name]).tolist() for a in agents}
-        history.extra["agents"] = {a.name: {"rate": rates[a.name], "phi": phis[a.name],
-                                            "step_epsilons": step_eps[a.name]} for a in agents}
+        step_eps = {name: results[name]["step_epsilons"] for name in names}
+        history.extra["agents"] = {name: {"rate": rates[name], "phi": phis[name],
+                                          "step_epsilons": step_eps[name]} for name in names}
         history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(b), party=name)
                                      for name, steps in step_eps.items() for b in steps)
         history.ledger.paper_bound = {"name": "pp_admm.pure_dp_composition",
                                       "inputs": {"step_epsilons": step_eps, "delta": params.delta}}
-    evaluator.finish(history, [a.theta for a in agents], rho_total=params.rho_total,
-                     noise_rate=min(rates.values(), default=None), phi=max(phis.values()))
-    return history
+    return finish(history, evaluated, rho_total=params.rho_total, noise_rate=min(rates.values(), default=None),
+                  phi=max(phis.values()))
+
+
+def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
+        evaluation: Party | None = None) -> History:
+    """M-ADMM with penalty perturbation and exact local solves; see the module docstring."""
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)

@@ -62,25 +62,30 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from ppml import runtime
 from ppml.algorithms import _private_admm as private
-from ppml.algorithms.decentralized_admm import (Agent, Evaluator, LocalSolution, consensus_rounds,
-                                                local_gradient, make_agents, network_for)
+from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES, Agent, LocalSolution, Update, agent_roles,
+                                                consensus_rounds, finish, local_gradient, make_agents,
+                                                network_for)
 from ppml.config import fail
 from ppml.history import History
-from ppml.network import Network
+from ppml.network import Endpoint, Network
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.bounds_pp_admm import PPBudget, pp_admm_budget
 from ppml.privacy.events import GaussianEvent, ZCDPEvent
+from ppml.runtime import EVALUATOR, Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit", "InexactSolveError", "AgentNoise", "lambda_hat",
-           "calibrate_agent", "paper_lambda_hat", "calibrate_paper", "build_agents", "calibrate_all", "perturbed_update", "gaussian_events", "unverified_notes", "record_privacy",
-           "final_privacy"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "private_roles",
+           "InexactSolveError", "AgentNoise", "lambda_hat", "calibrate_agent", "paper_lambda_hat",
+           "calibrate_paper", "row_weights", "lam_hat_info", "calibrate", "build_agents", "calibrate_all",
+           "perturbed_update", "gaussian_events", "unverified_notes", "record_privacy", "final_privacy"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -244,28 +249,51 @@ def calibrate_paper(agent: Agent, params: Params, budget: PPBudget, *, lam_hat: 
 
 def build_agents(parties: list[Party], network: Network, params: Params, *,
                  rng: np.random.Generator) -> list[Agent]:
-    """The agents; in the paper variant each row's loss weighs 1/|D_i| (the mean loss of its own rows)."""
+    """Every agent in this process (unit tests), with the row weights of a run (:func:`row_weights`)."""
     agents = make_agents(parties, network, loss_scale=params.loss_scale, rng=rng)
-    if params.variant == "paper":
+    weights = row_weights(Public.from_parties(parties), params)
+    if weights is not None:
         for agent in agents:
-            agent.row_weight = 1.0 / agent.X.shape[0]
+            agent.row_weight = weights[agent.name]
     return agents
+
+
+def row_weights(public: Public, params: Params) -> dict[str, float] | None:
+    """In the paper variant each row's loss weighs 1/|D_i| (the mean loss of its own rows); else None (the
+    common weight of ``loss_scale``)."""
+    if params.variant != "paper":
+        return None
+    return {p.name: 1.0 / p.train_rows for p in public.parties}
+
+
+def lam_hat_info(params: Params, budget: PPBudget, rows: list[int]) -> dict[str, float]:
+    """What the paper variant's lam_hat is (line 3 over every agent's row count, public) and what line 3
+    gives; empty for the reconstructed variant (each agent's own lambda-hat)."""
+    if params.variant == "reconstructed":
+        return {}
+    n_agents = len(rows)
+    line3 = paper_lambda_hat(rows=rows, agents=n_agents, epsilon_i1=budget.epsilon_i1,
+                             epsilon_i3=budget.epsilon_i3)
+    lam_hat = n_agents * params.lam if params.lam_hat_rule == "lam" else max(n_agents * params.lam, line3)
+    return {"lam_hat": lam_hat, "lam_hat_line3": line3}
+
+
+def calibrate(agent: Agent, params: Params, budget: PPBudget, *, sigma1_from: str, lam_info: dict[str, float],
+              agents: int) -> AgentNoise:
+    """One agent's calibration (it runs this itself): :func:`calibrate_agent` or :func:`calibrate_paper`."""
+    sigma1_epsilon = getattr(budget, sigma1_from)
+    if params.variant == "reconstructed":
+        return calibrate_agent(agent, params, budget, sigma1_epsilon=sigma1_epsilon)
+    return calibrate_paper(agent, params, budget, lam_hat=lam_info["lam_hat"], agents=agents,
+                           sigma1_epsilon=sigma1_epsilon)
 
 
 def calibrate_all(agents: list[Agent], params: Params, budget: PPBudget, *,
                   sigma1_from: str) -> tuple[dict[str, AgentNoise], dict[str, float]]:
-    """Every agent's calibration, and what the ledger records about lam_hat (paper variant)."""
-    sigma1_epsilon = getattr(budget, sigma1_from)
-    if params.variant == "reconstructed":
-        return ({a.name: calibrate_agent(a, params, budget, sigma1_epsilon=sigma1_epsilon) for a in agents},
-                {})
-    n_agents = len(agents)
-    line3 = paper_lambda_hat(rows=[a.X.shape[0] for a in agents], agents=n_agents,
-                             epsilon_i1=budget.epsilon_i1, epsilon_i3=budget.epsilon_i3)
-    lam_hat = n_agents * params.lam if params.lam_hat_rule == "lam" else max(n_agents * params.lam, line3)
-    noises = {a.name: calibrate_paper(a, params, budget, lam_hat=lam_hat, agents=n_agents,
-                                      sigma1_epsilon=sigma1_epsilon) for a in agents}
-    return noises, {"lam_hat": lam_hat, "lam_hat_line3": line3}
+    """Every agent's calibration in this process (unit tests), and what the ledger records about lam_hat."""
+    lam_info = lam_hat_info(params, budget, [a.X.shape[0] for a in agents])
+    return ({a.name: calibrate(a, params, budget, sigma1_from=sigma1_from, lam_info=lam_info, agents=len(agents))
+             for a in agents}, lam_info)
 
 
 def perturbed_update(agent: Agent, noise: AgentNoise, *, eta: float) -> tuple[np.ndarray, LocalSolution]:
@@ -291,11 +319,11 @@ def perturbed_update(agent: Agent, noise: AgentNoise, *, eta: float) -> tuple[np
     return release, solution
 
 
-def gaussian_events(agent: Agent, noise: AgentNoise, *, count: int) -> list:
-    """The ledger events of `count` rounds of lines 4-6 for one agent (see the module docstring)."""
-    return [GaussianEvent(sigma=noise.sigma1, sensitivity=noise.sensitivity1, count=count, party=agent.name),
-            ZCDPEvent(rho=zcdp.rho_pure(noise.jacobian_epsilon), count=count, party=agent.name),
-            GaussianEvent(sigma=noise.sigma2, sensitivity=noise.sensitivity2, count=count, party=agent.name)]
+def gaussian_events(name: str, noise: AgentNoise, *, count: int) -> list:
+    """The ledger events of `count` rounds of lines 4-6 for agent `name` (see the module docstring)."""
+    return [GaussianEvent(sigma=noise.sigma1, sensitivity=noise.sensitivity1, count=count, party=name),
+            ZCDPEvent(rho=zcdp.rho_pure(noise.jacobian_epsilon), count=count, party=name),
+            GaussianEvent(sigma=noise.sigma2, sensitivity=noise.sensitivity2, count=count, party=name)]
 
 
 def unverified_notes(params: Params, *, sigma1_from: str, lam_info: dict[str, float]) -> list[str]:
@@ -337,46 +365,80 @@ def certify_lam_hat(history: History, params: Params, lam_info: dict[str, float]
                                     "certified (an ablation, not a private run)")
 
 
-def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
-        evaluation: Party | None = None) -> History:
-    """PP-ADMM (Algorithm 1) on horizontally split data; see the module docstring."""
-    history = History("pp_admm")
-    agents = build_agents(parties, network, params, rng=rng)
-    evaluator = Evaluator(parties, evaluation, lam=params.lam)
+def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
+                   row_weight: float, rng: np.random.Generator, params: Params, budget: PPBudget,
+                   lam_info: dict[str, float], agents: int) -> dict[str, Any]:
+    """PP-ADMM (Algorithm 1) at one agent: its calibration, then T rounds of lines 4-16.
+
+    Reports its Newton steps of each round to the evaluator; returns its calibration and whether its rows lie
+    in the unit ball.
+    """
+    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
+    noise = calibrate(agent, params, budget, sigma1_from="epsilon_i3", lam_info=lam_info, agents=agents)
+
+    def local_step(t: int) -> Update:
+        release, solution = perturbed_update(agent, noise, eta=params.eta)
+        return release, {"newton_steps": solution.iterations}
+
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    return {"noise": noise, "rows_in_unit_ball": agent.rows_in_unit_ball}
+
+
+def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[str, int]:
+    """The round's Newton steps over all agents."""
+    return {"newton_steps": sum(f["newton_steps"] for f in facts)}
+
+
+def private_roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network,
+                  program: Any, algorithm: str, budget: PPBudget, round_record: Any) -> list[Role]:
+    """PP-ADMM's and IPP-ADMM's roles: each agent gets the public budget and lam_hat (line 3 reads every
+    agent's row count, which is public)."""
+    return agent_roles(public, params, rng=rng, network=network, program=program, algorithm=algorithm,
+                       loss_scale=params.loss_scale, row_weights=row_weights(public, params),
+                       round_record=round_record, budget=budget,
+                       lam_info=lam_hat_info(params, budget, [p.train_rows for p in public.parties]),
+                       agents=len(public.parties))
+
+
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
+    """An agent program per party and the evaluator's (which records each round's Newton steps)."""
+    return private_roles(public, params, rng=rng, network=network, program=_agent_program,
+                         algorithm="pp_admm", budget=params.budget(), round_record=_round_record)
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The evaluator's records; the ledger from every agent's own calibration."""
+    names = public.names
+    evaluated = results[EVALUATOR]
+    history = evaluated["history"]
     budget = params.budget()
-    noises, lam_info = calibrate_all(agents, params, budget, sigma1_from="epsilon_i3")
-    newton_steps: list[int] = []
-
-    def local_step(agent: Agent, t: int) -> np.ndarray:
-        release, solution = perturbed_update(agent, noises[agent.name], eta=params.eta)
-        newton_steps.append(solution.iterations)
-        return release
-
-    def extra_record(t: int) -> dict[str, int]:
-        steps = sum(newton_steps)
-        newton_steps.clear()
-        return {"newton_steps": steps}
-
-    consensus_rounds(agents, network, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
-                     evaluator=evaluator, history=history, extra_record=extra_record)
+    lam_info = lam_hat_info(params, budget, [p.train_rows for p in public.parties])
+    noises = {name: results[name]["noise"] for name in names}
     history.stop(converged=True, reason=f"ran the T = {params.T} rounds; every perturbed solve reached "
                                         f"its gradient tolerance (verified)")
-    record_privacy(history, params, agents, noises, budget, sigma1_from="epsilon_i3", lam_info=lam_info)
+    record_privacy(history, params, {name: results[name]["rows_in_unit_ball"] for name in names}, noises,
+                   budget, sigma1_from="epsilon_i3", lam_info=lam_info)
     if params.noise:
-        for agent in agents:
-            history.ledger.events.extend(gaussian_events(agent, noises[agent.name], count=params.T))
+        for name in names:
+            history.ledger.events.extend(gaussian_events(name, noises[name], count=params.T))
         history.ledger.paper_bound = {"name": "pp_admm.theorem_3_3", "inputs": {
             "epsilon_i1": budget.epsilon_i1, "delta_i1": budget.delta_i1, "rho_i2": budget.rho_i2,
             "T": params.T, "delta": params.delta}}
     certify_lam_hat(history, params, lam_info)
-    evaluator.finish(history, [a.theta for a in agents], **final_privacy(noises, budget, params))
-    return history
+    return finish(history, evaluated, **final_privacy(noises, budget, params))
 
 
-def record_privacy(history: History, params: Params, agents: list[Agent], noises: dict[str, AgentNoise],
-                   budget: PPBudget, *, sigma1_from: str, lam_info: dict[str, float]) -> None:
+def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
+        evaluation: Party | None = None) -> History:
+    """PP-ADMM (Algorithm 1) on horizontally split data; see the module docstring."""
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)
+
+
+def record_privacy(history: History, params: Params, in_unit_ball: dict[str, bool],
+                   noises: dict[str, AgentNoise], budget: PPBudget, *, sigma1_from: str,
+                   lam_info: dict[str, float]) -> None:
     """Ledger target, certification and notes; the calibration of every agent in ``history.extra``."""
-    private.start_ledger(history, params, agents)
+    private.start_ledger(history, params, in_unit_ball)
     history.ledger.notes.extend(unverified_notes(params, sigma1_from=sigma1_from, lam_info=lam_info))
     history.extra["variant"] = params.variant
     history.extra["calibration"] = params.calibration

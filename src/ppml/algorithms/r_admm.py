@@ -34,20 +34,25 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ppml import runtime
 from ppml.algorithms import _private_admm as private
-from ppml.algorithms.decentralized_admm import (Agent, Evaluator, consensus_rounds, make_agents,
-                                                network_for, stop_exact)
+from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES, Agent, Update, agent_roles, consensus_rounds,
+                                                finish, merge_misses, network_for, stop_exact)
 from ppml.history import History
-from ppml.network import Network
+from ppml.network import Endpoint, Network
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.events import ZCDPEvent
+from ppml.runtime import EVALUATOR, Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit", "recycled_gradient", "recycled_update"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble",
+           "recycled_gradient", "recycled_update"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -91,66 +96,86 @@ def recycled_update(*, gradient: np.ndarray, dual: np.ndarray, centre_sum: np.nd
     return centre_sum / degree - (gradient + 2.0 * dual) / (2.0 * eta * degree)
 
 
-def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
-        evaluation: Party | None = None) -> History:
-    """R-ADMM with exact odd-round solves; see the module docstring."""
-    history = History("r_admm")
-    agents = make_agents(parties, network, loss_scale=params.loss_scale, rng=rng)
-    evaluator = Evaluator(parties, evaluation, lam=params.lam)
+def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
+                   row_weight: float, rng: np.random.Generator, params: Params) -> dict[str, Any]:
+    """R-ADMM at one agent: its noise rate and phi from its own degree and row weight, then T rounds (odd:
+    perturbed exact solve, even: recycled closed form). Returns its calibration and its missed solves."""
+    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
     odd_rounds = math.ceil(params.T / 2)
     terms = 1 if params.tight_jacobian else 2
+    kappa = params.kappa_factor * params.eta * agent.degree
 
-    def beta(agent: Agent, rate: float, phi: float) -> float:
+    def beta(rate: float, phi: float) -> float:
         return private.objective_perturbation_epsilon(
-            rate=rate, kappa=params.kappa_factor * params.eta * agent.degree, row_weight=agent.row_weight,
+            rate=rate, kappa=kappa, row_weight=agent.row_weight,
             strong_convexity=agent.regularization(params.lam) + phi + 2.0 * params.eta * agent.degree,
             jacobian_terms=terms)
 
-    phis = {a.name: 0.0 for a in agents}
-    rates: dict[str, float] = {}
+    phi, rate = 0.0, None
     if params.noise:
-        phis = {a.name: private.jacobian_regularization(
-                    lambda phi, a=a: odd_rounds * beta(a, 0.0, phi) ** 2 / 2.0, params.rho_total)
-                for a in agents}
-        rates = {a.name: private.calibrate_rate(lambda r, a=a: np.full(odd_rounds, beta(a, r, phis[a.name])),
-                                                params.rho_total, what=f"r_admm {a.name}") for a in agents}
-    gradients: dict[str, np.ndarray] = {}
+        phi = private.jacobian_regularization(lambda p: odd_rounds * beta(0.0, p) ** 2 / 2.0, params.rho_total)
+        rate = private.calibrate_rate(lambda r: np.full(odd_rounds, beta(r, phi)), params.rho_total,
+                                      what=f"r_admm {agent.name}")
+    gradient: np.ndarray | None = None
     misses: list[tuple[str, int, float]] = []
 
-    def local_step(agent: Agent, t: int) -> np.ndarray:
+    def local_step(t: int) -> Update:
+        nonlocal gradient
         if t % 2 == 0:
-            return recycled_update(gradient=gradients[agent.name], dual=agent.dual,
-                                   centre_sum=agent.centre_sum(), degree=agent.degree, eta=params.eta)
+            return recycled_update(gradient=gradient, dual=agent.dual, centre_sum=agent.centre_sum(),
+                                   degree=agent.degree, eta=params.eta), {}
         linear = None
         if params.noise:
-            noise = private.gamma_noise(agent.rng, agent.theta.shape[0], rate=rates[agent.name])
+            noise = private.gamma_noise(agent.rng, agent.theta.shape[0], rate=rate)
             linear = params.kappa_factor * params.eta * agent.degree * noise
-        problem = agent.problem(reg=agent.regularization(params.lam) + phis[agent.name], penalty=params.eta,
-                                linear=linear)
+        problem = agent.problem(reg=agent.regularization(params.lam) + phi, penalty=params.eta, linear=linear)
         solution = agent.solve(problem)
         if not solution.converged:
             misses.append((agent.name, t, solution.grad_norm))
-        gradients[agent.name] = recycled_gradient(dual=agent.dual, centre_sum=agent.centre_sum(),
-                                                  theta=solution.theta, degree=agent.degree, eta=params.eta)
-        return solution.theta
+        gradient = recycled_gradient(dual=agent.dual, centre_sum=agent.centre_sum(), theta=solution.theta,
+                                     degree=agent.degree, eta=params.eta)
+        return solution.theta, {}
 
-    consensus_rounds(agents, network, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
-                     evaluator=evaluator, history=history)
-    stop_exact(history, misses, T=params.T)
-    private.start_ledger(history, params, agents)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    return {"misses": misses, "rate": rate, "phi": phi, "rows_in_unit_ball": agent.rows_in_unit_ball,
+            "step_epsilon": beta(rate, phi) if params.noise else None}
+
+
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
+    """An agent program per party and the evaluator's."""
+    return agent_roles(public, params, rng=rng, network=network, program=_agent_program, algorithm="r_admm",
+                       loss_scale=params.loss_scale)
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The evaluator's records; the ledger and calibration from every agent's own report."""
+    names = public.names
+    evaluated = results[EVALUATOR]
+    history = evaluated["history"]
+    odd_rounds = math.ceil(params.T / 2)
+    terms = 1 if params.tight_jacobian else 2
+    phis = {name: results[name]["phi"] for name in names}
+    rates = {name: results[name]["rate"] for name in names if results[name]["rate"] is not None}
+    stop_exact(history, merge_misses(names, results), T=params.T)
+    private.start_ledger(history, params, {name: results[name]["rows_in_unit_ball"] for name in names})
     history.ledger.notes.append(
         f"only the {odd_rounds} odd rounds use data and cost privacy (pure beta_i-DP each, composed in "
         f"zCDP); kappa = {params.kappa_factor} eta V_i; {terms} Jacobian term(s); extra l2 weight phi where "
         "the Jacobian terms alone would exceed rho/4 (our extension); equations reconstructed in "
         "specs/r_admm.md (UNVERIFIED)")
     if params.noise:
-        betas = {a.name: beta(a, rates[a.name], phis[a.name]) for a in agents}
-        history.extra["agents"] = {a.name: {"rate": rates[a.name], "phi": phis[a.name],
-                                            "step_epsilon": betas[a.name]} for a in agents}
-        history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(betas[a.name]), count=odd_rounds,
-                                               party=a.name) for a in agents)
+        betas = {name: results[name]["step_epsilon"] for name in names}
+        history.extra["agents"] = {name: {"rate": rates[name], "phi": phis[name],
+                                          "step_epsilon": betas[name]} for name in names}
+        history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(betas[name]), count=odd_rounds, party=name)
+                                     for name in names)
         history.ledger.paper_bound = {"name": "pp_admm.pure_dp_composition", "inputs": {
             "step_epsilons": {name: [b] * odd_rounds for name, b in betas.items()}, "delta": params.delta}}
-    evaluator.finish(history, [a.theta for a in agents], rho_total=params.rho_total,
-                     noise_rate=min(rates.values(), default=None), phi=max(phis.values()))
-    return history
+    return finish(history, evaluated, rho_total=params.rho_total, noise_rate=min(rates.values(), default=None),
+                  phi=max(phis.values()))
+
+
+def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
+        evaluation: Party | None = None) -> History:
+    """R-ADMM with exact odd-round solves; see the module docstring."""
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)
