@@ -591,9 +591,12 @@ def _totals(names: tuple[str, ...], messages: list[Message]) -> dict:
         t["messages"] += 1
         t["bytes"] += m.nbytes
         t["ciphertexts"] += m.ciphertexts
-        route = f"{m.src}->{m.dst}"
+        route = (m.src, m.dst)
         if route not in t["routes"]:
             t["routes"].append(route)
+    order = {name: i for i, name in enumerate(names)}
+    for t in tags.values():  # in address order, whichever order a transport delivered them in
+        t["routes"] = [f"{a}->{b}" for a, b in sorted(t["routes"], key=lambda r: (order[r[0]], order[r[1]]))]
     return {
         "messages": len(messages),
         "bytes": sum(m.nbytes for m in messages),

@@ -87,6 +87,20 @@ def test_admm_sharing_same_numbers_on_ray(tmp_path):
     assert_same_run(*run_both(admm_sharing, parties, params, tmp_path))
 
 
+@pytest.mark.parametrize("algorithm, extra", [
+    ("pp_admm", {"epsilon": 1.0, "delta": 1e-3, "delta_i1": 1e-3}),
+    ("ipp_admm", {"epsilon": 1.0, "delta": 1e-3, "delta_i1": 1e-3}),  # silent rounds: ctl/silent
+])
+def test_decentralized_same_numbers_on_ray(algorithm, extra, tmp_path):
+    from ppml.algorithms import get_algorithm
+    from tests.algorithms.horizontal_data import horizontal
+
+    module = get_algorithm(algorithm)
+    parties, evaluator = horizontal(np.random.default_rng(4), agents=4, n=80, d=4, n_test=60)
+    params = build(module.Params, {"agents": 4, "T": 4, "lam": 0.01, **extra}, "test")
+    assert_same_run(*run_both(module, parties, params, tmp_path, evaluation=evaluator))
+
+
 # --- faults: a party that fails, dies or never sends ends the run with an error naming it, without a hang -----
 
 
