@@ -6,6 +6,7 @@ one slow-marked test runs a 2048-bit epoch.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import types
@@ -20,10 +21,22 @@ from ppml.crypto import paillier
 from ppml.crypto.paillier import (CiphertextError, KeyLengthWarning, PrivateKey, generate_keypair,
                                   receive_vector)
 from ppml.history import ConvergenceWarning
+from ppml.network import traffic_kind
 from ppml.parties import Party
 
 BITS = 512  # the length of conftest.py's shared keys
 
+
+@contextlib.contextmanager
+def arbiter_keys(keys):
+    """The coordinator's program makes its own key pair; have it make `keys` (conftest.py's shared short keys,
+    which also let a test decrypt what it captured). None: a fresh pair, as in a real run."""
+    if keys is None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(paillier, "generate_keypair", lambda bits, *, scheme: keys)
+        yield
 
 
 def vertical(seed: int = 0, *, n: int = 120, d_host: int = 3, d_guest: int = 2, n_test: int = 40):
@@ -52,7 +65,8 @@ def run(parties, p, keys, *, capture=False, seed=0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", KeyLengthWarning)  # runs that generate their own short key
-        history = paillier_sgd.fit(parties, net, p, rng=np.random.default_rng(seed), keys=keys)
+        with arbiter_keys(keys):
+            history = paillier_sgd.fit(parties, net, p, rng=np.random.default_rng(seed))
     return history, net
 
 
@@ -152,9 +166,13 @@ def test_traffic_matches_the_messages_table(keys):
     parties = vertical(6)
     for update_at in ("parties", "coordinator"):
         _, net = run(parties, params(update_at=update_at, max_epochs=2), keys["djn"], capture=True)
+        side = [m for m in net.messages if traffic_kind(m.tag) != "training"]
+        assert {(m.tag, m.src, m.dst) for m in side} == {(e["tag"], e["src"], e["dst"])
+                                                          for e in paillier_sgd.SIDE_MESSAGES}
+        assert len(side) == 2  # the host's scores after each epoch, for the guest's evaluation
         table = {m["tag"]: m for m in paillier_sgd.MESSAGES}
         used = set()
-        for m in net.messages:
+        for m in (m for m in net.messages if traffic_kind(m.tag) == "training"):
             entry = table[m.tag]
             assert m.src == entry["src"] and m.dst in entry["dst"].split(", "), m
             used.add(m.tag)
@@ -185,23 +203,46 @@ def _objects_reachable_from(root):
 
 
 def _roles(parties, p, keys):
+    """The three roles' state objects on one network, set up, stepped by hand (no scheduler)."""
     guest, host = parties
     net = paillier_sgd.network_for(parties, p, rng=None, capture=True)
-    arbiter = _hetero_lr.ArbiterRole(net.endpoint("arbiter"), params=p, host="host", guest="guest", keys=keys)
+    with arbiter_keys(keys):
+        arbiter = _hetero_lr.ArbiterRole(net.endpoint("arbiter"), params=p, host="host", guest="guest")
     host_role = _hetero_lr.HostRole(host, net.endpoint("host"), params=p, guest="guest")
     guest_role = _hetero_lr.GuestRole(guest, net.endpoint("guest"), params=p, host="host",
                                       rng=np.random.default_rng(0))
     arbiter.publish_key()
     guest_role.setup()
     host_role.setup()
-    return _hetero_lr.Roles(host_role, guest_role, arbiter), net
+    return types.SimpleNamespace(host=host_role, guest=guest_role, arbiter=arbiter), net
+
+
+def test_roles_are_built_from_public_facts_and_the_key_pair_inside_the_coordinator():
+    """No role's inputs hold a key: the coordinator's program makes the pair; only the public key crosses."""
+    from ppml.runtime import Public
+
+    parties = vertical(7)
+    built = paillier_sgd.roles(Public.from_parties(parties), params(), rng=np.random.default_rng(0))
+    assert [r.name for r in built] == ["guest", "host", "arbiter"]
+    assert [r.shard for r in built] == ["guest", "host", None]
+    for role in built:
+        reachable = _objects_reachable_from(role.kwargs)
+        assert not any(isinstance(o, (PrivateKey, paillier.PublicKey)) for o in reachable), role.name
 
 
 def test_private_key_never_reaches_host_or_guest(keys):
     parties = vertical(7)
     roles, net = _roles(parties, params(), keys["djn"])
     rows = np.arange(40)
-    _hetero_lr._iteration(roles, rows, rows, k=1, eta=0.1, masked=True)
+    # one masked iteration, each role's steps in the order its program takes them
+    roles.host.forward(rows)
+    roles.guest.forward(rows)
+    roles.arbiter.batch_loss(len(rows))
+    roles.host.gradient(rows, masked=True)
+    roles.guest.gradient(rows, masked=True)
+    roles.arbiter.return_masked()
+    roles.host.apply_unmasked(tag="host_gradient_decrypted", eta=0.1, batch_size=len(rows))
+    roles.guest.apply_unmasked(tag="guest_gradient_decrypted", eta=0.1, batch_size=len(rows))
     for role in (roles.host, roles.guest):
         assert not any(isinstance(o, PrivateKey) for o in _objects_reachable_from(role)), role.name
     # the search does find the key where it is, so the two negatives above mean something
@@ -249,13 +290,13 @@ def test_traffic_per_iteration_against_the_posters_count(keys, squares, per_iter
 def test_stopping_rule_and_cap(keys):
     parties = vertical(10)
     net = paillier_sgd.network_for(parties, params(), rng=None)
-    history = paillier_sgd.fit(parties, net, params(tol=10.0, max_epochs=50), rng=np.random.default_rng(0),
-                               keys=keys["plaintext"])
+    with arbiter_keys(keys["plaintext"]):
+        history = paillier_sgd.fit(parties, net, params(tol=10.0, max_epochs=50),
+                                   rng=np.random.default_rng(0))
     assert history.converged is True and history.epochs == 2  # FATE's diff rule needs two epoch losses
     net = paillier_sgd.network_for(parties, params(), rng=None)
-    with pytest.warns(ConvergenceWarning, match="max_epochs=2"):
-        history = paillier_sgd.fit(parties, net, params(max_epochs=2), rng=np.random.default_rng(0),
-                                   keys=keys["plaintext"])
+    with pytest.warns(ConvergenceWarning, match="max_epochs=2"), arbiter_keys(keys["plaintext"]):
+        history = paillier_sgd.fit(parties, net, params(max_epochs=2), rng=np.random.default_rng(0))
     assert history.converged is False and history.final["epochs"] == 2
     assert {"train_objective", "test_auc", "loss", "train_auc"} <= set(history.final)
 
@@ -352,7 +393,7 @@ def test_batch_larger_than_the_data_is_refused(keys):
         paillier_sgd.network_for(parties, p, rng=None)
     net = paillier_sgd.network_for(parties, params(), rng=None)
     with pytest.raises(ParamError, match=r"batch_size must be <= 120.*got 500"):
-        paillier_sgd.fit(parties, net, p, rng=np.random.default_rng(0), keys=keys["plaintext"])
+        paillier_sgd.fit(parties, net, p, rng=np.random.default_rng(0))
     assert paillier_sgd.network_for(parties, params(batch_size=120), rng=None)  # all rows in one batch is fine
 
 

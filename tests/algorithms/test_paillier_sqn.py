@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -13,11 +14,22 @@ import pytest
 
 from ppml.algorithms import _hetero_lr, paillier_sgd, paillier_sqn
 from ppml.config import ParamError, build
+from ppml.crypto import paillier
+from ppml.crypto.paillier import receive_vector
 from ppml.history import ConvergenceWarning
+from ppml.network import traffic_kind
 from ppml.parties import Party
 
 BITS = 512  # the length of conftest.py's shared keys
 
+
+@contextlib.contextmanager
+def arbiter_keys(keys):
+    """The coordinator's program makes its own key pair; have it make `keys` (conftest.py's shared short keys,
+    which also let a test decrypt what it captured)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(paillier, "generate_keypair", lambda bits, *, scheme: keys)
+        yield
 
 
 def vertical(seed: int = 0, *, n: int = 120, scales=(1.0, 1.0, 1.0, 1.0, 1.0)):
@@ -38,17 +50,11 @@ def params(**overrides) -> paillier_sqn.Params:
     return paillier_sqn.Params(**base)
 
 
-def run(parties, p, keys, *, capture=False, seed=0, curvature=None):
-    """fit, or with `curvature` the shared driver directly (to inspect the coordinator's pairs)."""
+def run(parties, p, keys, *, capture=False, seed=0):
     net = paillier_sqn.network_for(parties, p, rng=None, capture=capture)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), arbiter_keys(keys):
         warnings.simplefilter("ignore", ConvergenceWarning)
-        if curvature is None:
-            history = paillier_sqn.fit(parties, net, p, rng=np.random.default_rng(seed), keys=keys)
-        else:
-            history = _hetero_lr.train(parties, net, p, algorithm="paillier_sqn",
-                                       rng=np.random.default_rng(seed), evaluation=None, masked=False,
-                                       keys=keys, curvature=curvature, hessian_sample=p.S_H)
+        history = paillier_sqn.fit(parties, net, p, rng=np.random.default_rng(seed))
     return history, net
 
 
@@ -167,11 +173,33 @@ def test_first_2l_iterations_are_sgd(keys):
     sgd_params = paillier_sgd.Params(**{f: getattr(p, f) for f in paillier_sgd.Params.__dataclass_fields__
                                         if f != "update_at"}, update_at="coordinator")
     net = paillier_sgd.network_for(parties, sgd_params, rng=None)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), arbiter_keys(keys["djn"]):
         warnings.simplefilter("ignore", ConvergenceWarning)
-        sgd = paillier_sgd.fit(parties, net, sgd_params, rng=np.random.default_rng(0), keys=keys["djn"])
+        sgd = paillier_sgd.fit(parties, net, sgd_params, rng=np.random.default_rng(0))
     np.testing.assert_array_equal(weights(sqn), weights(sgd))
     assert sqn.final["curvature_pairs"] == 1  # the first pair forms at k = 2L and is not used yet
+
+
+def coordinator_pairs(net, p, pair):
+    """C's curvature pairs (s_t, y_t), rebuilt from the captured traffic as C builds them: s_t from the steps
+    it issued (window averages of their running sum), y_t from the decrypted Hessian-vector blocks."""
+    pk, sk = pair
+
+    def tagged(tag):
+        return [m.payload for m in net.messages if m.tag == tag]
+
+    steps = [np.concatenate([h, g]) for h, g in zip(tagged("host_step"), tagged("guest_step"))]
+    vectors = [np.concatenate([sk.decrypt(receive_vector(h, pk)), sk.decrypt(receive_vector(g, pk))])
+               for h, g in zip(tagged("host_hessian_vector"), tagged("guest_hessian_vector"))]
+    sizes = [len(m.payload) for m in net.messages if m.tag == "hessian_rows"]
+    window, model, s_list = _hetero_lr.IterateAverage(len(steps[0])), np.zeros(len(steps[0])), []
+    for k, step in enumerate(steps, start=1):
+        window.add(model)
+        model = model - step
+        if k % p.L == 0 and (s := window.close()) is not None:
+            s_list.append(s)
+    size = p.S_H or p.batch_size
+    return [(s, vectors[i] / (sizes[i] if sizes else size)) for i, s in enumerate(s_list)]
 
 
 @pytest.mark.parametrize("sample", [None, 120])
@@ -179,9 +207,9 @@ def test_curvature_pairs_are_the_taylor_hessian_times_s(keys, sample):
     """y_t = X_H^T X_H s_t / (4 |S_H|) + lam s_t (intercept unpenalized), from the encrypted sub-protocol."""
     parties = vertical(6)
     guest, host = parties
-    p = params(S_H=sample, max_epochs=3)
-    qn = paillier_sqn.QuasiNewton(L=p.L, M=10)
-    history, net = run(parties, p, keys["djn"], capture=True, curvature=qn)
+    p = params(S_H=sample, max_epochs=3, M=10)
+    history, net = run(parties, p, keys["djn"], capture=True)
+    pairs = coordinator_pairs(net, p, keys["djn"])
     X = np.hstack([host.X, guest.X, np.ones((120, 1))])
     penalized = np.r_[np.ones(5), 0.0]
     if sample is None:  # S_H = S: the batch of the iteration at which the pair is formed (k = 4, 6, 8)
@@ -191,8 +219,8 @@ def test_curvature_pairs_are_the_taylor_hessian_times_s(keys, sample):
     else:
         samples = [m.payload for m in net.messages if m.tag == "hessian_rows"]
         assert all(len(rows) == 120 for rows in samples)
-    assert len(qn.pairs) == len(samples) == 3
-    for (s, y), rows in zip(qn.pairs, samples):
+    assert len(pairs) == len(samples) == history.final["curvature_pairs"] == 3
+    for (s, y), rows in zip(pairs, samples):
         expected = 0.25 * X[rows].T @ (X[rows] @ s) / len(rows) + p.lam * penalized * s
         np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-9)
 
@@ -201,6 +229,10 @@ def test_traffic_matches_the_messages_table_and_the_posters_count(keys):
     parties = vertical(7)
     p = params(L=3, max_epochs=3)  # 9 iterations of |S| = 40: pairs at k = 6 and 9
     history, net = run(parties, p, keys["djn"], capture=True)
+    side = [m for m in net.messages if traffic_kind(m.tag) != "training"]
+    assert {(m.tag, m.src, m.dst) for m in side} == {(e["tag"], e["src"], e["dst"])
+                                                      for e in paillier_sqn.SIDE_MESSAGES}
+    net.messages = [m for m in net.messages if traffic_kind(m.tag) == "training"]
     table = {m["tag"]: m for m in paillier_sqn.MESSAGES}
     for m in net.messages:
         entry = table[m.tag]
@@ -224,9 +256,9 @@ def test_quasi_newton_beats_sgd_on_badly_scaled_features(keys):
     sgd_params = paillier_sgd.Params(**{f: getattr(p, f) for f in paillier_sgd.Params.__dataclass_fields__
                                         if f != "update_at"})
     net = paillier_sgd.network_for(parties, sgd_params, rng=None)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), arbiter_keys(keys["plaintext"]):
         warnings.simplefilter("ignore", ConvergenceWarning)
-        sgd = paillier_sgd.fit(parties, net, sgd_params, rng=np.random.default_rng(0), keys=keys["plaintext"])
+        sgd = paillier_sgd.fit(parties, net, sgd_params, rng=np.random.default_rng(0))
     guest, host = parties
     X = np.hstack([host.X, guest.X, np.ones((400, 1))])
     y = 2.0 * guest.y - 1.0
@@ -257,7 +289,7 @@ def test_batch_or_hessian_sample_larger_than_the_data_is_refused(keys):
         paillier_sqn.network_for(parties, params(S_H=1000), rng=None)
     net = paillier_sqn.network_for(parties, params(), rng=None)
     with pytest.raises(ParamError, match=r"^S_H must be <= 120"):
-        paillier_sqn.fit(parties, net, params(S_H=1000), rng=np.random.default_rng(0), keys=keys["plaintext"])
+        paillier_sqn.fit(parties, net, params(S_H=1000), rng=np.random.default_rng(0))
 
 
 def test_plaintext_mode_is_labelled_plaintext(keys):

@@ -12,8 +12,13 @@ Roles (FATE hetero-LR names)
 - arbiter C (``arbiter``): generates the Paillier key pair; the private key never leaves it. A and B receive
   the public key (as a :class:`ppml.crypto.paillier.PublicKey` message).
 
-Each role object is built from its own :class:`~ppml.parties.Party` (the arbiter has none) and its own
-network endpoint; everything it learns from another role arrives through that endpoint.
+Each party runs its own program (:func:`roles`: ``_guest_program``, ``_host_program``, ``_arbiter_program``),
+built from public facts only and given its own :class:`~ppml.parties.Party` (the arbiter has none) and its
+own network endpoint; everything it learns from another party arrives through that endpoint. The arbiter's
+program generates the key pair, so the private key exists only there. A and B derive the batches from the
+seed B sends; C needs only their sizes, which are public. After each epoch A sends B its scores (evaluation
+messages, :data:`SIDE_MESSAGES`, counted apart), and B evaluates the joint model; :func:`assemble` adds C's
+batch losses and the traffic each party counted of its own sends.
 
 Per mini-batch S (|S| = s), with u = X theta and the Taylor loss l(u, y) = log 2 - y u / 2 + u^2 / 8:
 
@@ -78,18 +83,19 @@ import time
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from ppml.config import fail
 from ppml.crypto import paillier
-from ppml.crypto.paillier import EncryptedVector, PrivateKey, PublicKey, receive_vector
+from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
-from ppml.network import Endpoint, Network
+from ppml.network import EVALUATION, Endpoint, Network, encode, traffic_kind
 from ppml.parties import Party, signed_labels
+from ppml.runtime import Public, Role
 
 log = logging.getLogger(__name__)
 
@@ -322,11 +328,16 @@ def joint_scores(X_host, X_guest, theta_host: np.ndarray, theta_guest: np.ndarra
     return np.asarray(X_host @ theta_host + X_guest @ theta_guest[:-1] + theta_guest[-1], dtype=np.float64)
 
 
-def taylor_objective(scores: np.ndarray, y01: np.ndarray, penalized: np.ndarray, lam: float) -> float:
-    """Mean Taylor loss log 2 - y u / 2 + u^2 / 8 (y in +-1) plus lam/2 ||penalized weights||^2."""
+def taylor_objective(scores: np.ndarray, y01: np.ndarray, penalized: np.ndarray | None, lam: float, *,
+                     sqnorm: float | None = None) -> float:
+    """Mean Taylor loss log 2 - y u / 2 + u^2 / 8 (y in +-1) plus lam/2 ||penalized weights||^2.
+
+    A split model's holder may pass ``sqnorm`` (the sum of each party's squared penalized norm) instead.
+    """
     y = signed_labels(y01)
-    return float(np.mean(LOG2 - 0.5 * y * scores + 0.125 * scores * scores)
-                 + 0.5 * lam * float(penalized @ penalized))
+    if sqnorm is None:
+        sqnorm = float(penalized @ penalized)
+    return float(np.mean(LOG2 - 0.5 * y * scores + 0.125 * scores * scores) + 0.5 * lam * float(sqnorm))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -340,6 +351,7 @@ class _DataRole:
                  penalized: np.ndarray, demand: int) -> None:
         self.name = party.name
         self._ep = endpoint
+        self._party = party
         self._params = params
         self._X = X
         self._penalized = penalized  # 1 where the L2 penalty applies (0 on the intercept)
@@ -438,6 +450,15 @@ class HostRole(_DataRole):
         """[G_A] = X_A^T [d] + s lam theta_A from B's [d], to C (masked or not)."""
         fore = self._vector(self._ep.recv(self._guest, "fore_gradient"))
         self._send_gradient(self._gradient_sum(fore, rows), tag="host_gradient", masked=masked)
+
+    def scores(self, *, test: bool) -> dict[str, Any]:
+        """Evaluation: X_A theta_A on the training rows (and with `test` on the test rows), ||theta_A||^2."""
+        party = self._party
+        test_scores = None
+        if test and party.X_test is not None:
+            test_scores = np.asarray(party.X_test @ self.theta, dtype=np.float64)
+        return {"train": np.asarray(party.X @ self.theta, dtype=np.float64),
+                "sqnorm": float(self.theta @ self.theta), "test": test_scores}
 
     def hessian_rows(self, batch_rows: np.ndarray, *, sampled: bool) -> np.ndarray:
         """SQN: the rows of S_H, the current batch or B's sample."""
@@ -539,22 +560,18 @@ class ArbiterRole:
     params : ProtocolParams
     host, guest : str
         Network names of A and B.
-    keys : (PublicKey, PrivateKey), optional
-        A key pair to use instead of generating one (tests share small keys).
     curvature : Curvature, optional
         SQN's quasi-Newton memory; None for SGD (the direction is the gradient).
     """
 
     def __init__(self, endpoint: Endpoint, *, params: ProtocolParams, host: str, guest: str,
-                 keys: tuple[PublicKey, PrivateKey] | None = None,
                  curvature: Curvature | None = None) -> None:
         self._ep = endpoint
         self._params = params
         self._host, self._guest = host, guest
-        if keys is None:
-            keys = paillier.generate_keypair(params.key_bits,
-                                             scheme=params.scheme if params.encrypted else "plaintext")
-        self.public_key, self._private_key = keys
+        # The key pair is made here, in C's program: the private key never leaves it.
+        self.public_key, self._private_key = paillier.generate_keypair(
+            params.key_bits, scheme=params.scheme if params.encrypted else "plaintext")
         self._curvature = curvature
         self._losses: list[float] = []
         self._previous_loss: float | None = None
@@ -617,14 +634,356 @@ class ArbiterRole:
         return loss, converged
 
 
+# the role programs
+
+TAG_EVAL = EVALUATION + "scores"
+"""host -> guest after each epoch: X_A theta_A on the training rows, ||theta_A||^2, and on the last epoch the
+test rows' scores (evaluation traffic, outside the protocol)."""
+
+#: the evaluation and control traffic of the role programs, counted apart from MESSAGES (comm.json
+#: "evaluation"). The scores are exact, so they are outside the protocol's protection: the guest learns A's
+#: share of every score and ||theta_A||^2. The stop flag ``converged`` is FATE's own message and stays in
+#: MESSAGES; the programs need no control messages.
+SIDE_MESSAGES: tuple[dict[str, str], ...] = (
+    {"tag": TAG_EVAL, "src": "host", "dst": "guest",
+     "content": "exact scores X_A theta_A on the training rows and ||theta_A||^2 after every epoch; on the "
+                "last epoch also X_A^test theta_A (evaluation)"},
+)
+
+
+class _CountedEndpoint:
+    """A party's endpoint that also counts its own training sends per epoch: A<->B, and with C."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._ep = endpoint
+        self.name = endpoint.name
+        self._epoch = _no_traffic()
+
+    def send(self, dst: str, tag: str, payload: Any) -> int:
+        nbytes = self._ep.send(dst, tag, payload)
+        if traffic_kind(tag) == "training":
+            side = "arbiter" if ARBITER in (self.name, dst) else "ab"
+            self._epoch[f"{side}_ciphertexts"] += encode(payload)[1]
+            self._epoch[f"{side}_bytes"] += nbytes
+        return nbytes
+
+    def broadcast(self, dsts: list[str], tag: str, payload: Any) -> int:
+        return sum(self.send(d, tag, payload) for d in dsts)
+
+    def recv(self, src: str, tag: str) -> Any:
+        return self._ep.recv(src, tag)
+
+    def next_round(self) -> None:
+        self._ep.next_round()
+
+    def take(self) -> dict[str, int]:
+        """What this party sent since the last call (setup traffic is taken and dropped before epoch 1)."""
+        out, self._epoch = self._epoch, _no_traffic()
+        return out
+
+
+def _no_traffic() -> dict[str, int]:
+    return {"ab_ciphertexts": 0, "ab_bytes": 0, "arbiter_ciphertexts": 0, "arbiter_bytes": 0}
+
+
+def batch_sizes(n_rows: int, batch_size: int) -> list[int]:
+    """|S| of each mini-batch of an epoch: public (C needs only these, not the rows)."""
+    return [min(batch_size, n_rows - i) for i in range(0, n_rows, batch_size)]
+
+
+def combine_scores(host_scores: np.ndarray, X_guest, theta_guest: np.ndarray) -> np.ndarray:
+    """The guest's half of :func:`joint_scores`, in its order: A's scores + X_B theta_B + intercept."""
+    return np.asarray(host_scores + X_guest @ theta_guest[:-1] + theta_guest[-1], dtype=np.float64)
+
+
+def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: ProtocolParams, masked: bool,
+                  curvature_every: int | None, sampled_hessian: bool, hessian_per_iteration: float) -> dict:
+    """Host A: per mini-batch [u_A] and its loss terms to B, [G_A] to C, its own update; every L iterations
+    (SQN) the Hessian-vector sub-protocol; after each epoch C's stop flag, then its scores to B (evaluation).
+
+    Returns A's own facts: its model block and the training traffic it sent per epoch.
+    """
+    ep = _CountedEndpoint(endpoint)
+    host = HostRole(party, ep, params=params, guest=guest, hessian_per_iteration=hessian_per_iteration)
+    traffic = []
+    try:
+        host.setup()
+        ep.take()
+        k = 0
+        for epoch in range(params.max_epochs):
+            eta = params.learning_rate(epoch)
+            for rows in host.batches():
+                k += 1
+                host.forward(rows)
+                host.gradient(rows, masked=masked)
+                if masked:
+                    host.apply_unmasked(tag="host_gradient_decrypted", eta=eta, batch_size=len(rows))
+                else:
+                    host.apply_step(tag="host_step")
+                if curvature_every is not None and k % curvature_every == 0 and host.close_window():
+                    sample = host.hessian_rows(rows, sampled=sampled_hessian)
+                    host.hessian_forward(sample)
+                    host.hessian_vector(sample)
+                ep.next_round()
+            converged = host.receive_verdict()
+            traffic.append(ep.take())
+            last = converged or epoch + 1 == params.max_epochs
+            endpoint.send(guest, TAG_EVAL, host.scores(test=last))
+            if converged:
+                break
+    finally:
+        host.close()
+    return {"theta": host.theta, "traffic": traffic}
+
+
+def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: ProtocolParams, algorithm: str,
+                   rng: np.random.Generator, masked: bool, curvature_every: int | None,
+                   hessian_sample: int | None, hessian_per_iteration: float) -> dict:
+    """Guest B (labels): the batch seed to A; per mini-batch [d] to A, [s l_S] and [G_B] to C, its own update;
+    every L iterations (SQN) S_H and [h]; after each epoch C's stop flag and the evaluation of the joint model
+    from A's scores (evaluation messages).
+
+    Returns the History (its records lack C's batch loss and the traffic, which :func:`assemble` adds from
+    C's and each party's own report), the final training AUC, its model block and the traffic it sent.
+    """
+    if party.y is None:
+        raise ValueError(f"party {party.name!r} is the Paillier protocols' guest but holds no labels")
+    ep = _CountedEndpoint(endpoint)
+    guest = GuestRole(party, ep, params=params, host=host, rng=rng,
+                      hessian_per_iteration=hessian_per_iteration)
+    history = History(algorithm)
+    traffic = []
+    y = party.y
+    try:
+        guest.setup()
+        ep.take()
+        k = 0
+        for epoch in range(params.max_epochs):
+            start = time.perf_counter()
+            eta = params.learning_rate(epoch)
+            for rows in guest.batches():
+                k += 1
+                guest.forward(rows)
+                guest.gradient(rows, masked=masked)
+                if masked:
+                    guest.apply_unmasked(tag="guest_gradient_decrypted", eta=eta, batch_size=len(rows))
+                else:
+                    guest.apply_step(tag="guest_step")
+                if curvature_every is not None and k % curvature_every == 0 and guest.close_window():
+                    sample = guest.hessian_rows(rows, sample_size=hessian_sample)
+                    guest.hessian_fore(sample)
+                    guest.hessian_vector(sample)
+                ep.next_round()
+            converged = guest.receive_verdict()
+            traffic.append(ep.take())
+            seconds = time.perf_counter() - start
+            # Evaluation, outside the protocol: A's scores and ||theta_A||^2 arrive as evaluation messages.
+            scored = endpoint.recv(host, TAG_EVAL)
+            scores = combine_scores(scored["train"], party.X, guest.theta)
+            own = guest.theta @ guest.theta
+            own_penalized = guest.theta[:-1] @ guest.theta[:-1]
+            history.log(epoch=epoch + 1, eta=eta, iterations=k, seconds=seconds,
+                        train_objective=logistic_objective(scores, y, None, params.lam,
+                                                           sqnorm=scored["sqnorm"] + float(own)),
+                        taylor_objective=taylor_objective(scores, y, None, params.lam,
+                                                          sqnorm=scored["sqnorm"] + float(own_penalized)))
+            if converged:
+                history.stop(converged=True, reason=f"the epoch loss changed by less than tol={params.tol} "
+                                                    f"in epoch {epoch + 1}")
+                break
+        else:
+            history.stop(converged=False, reason=f"max_epochs={params.max_epochs} reached before the epoch "
+                                                 f"loss changed by less than tol={params.tol}")
+    finally:
+        guest.close()
+    test_scores = None
+    if scored["test"] is not None and party.X_test is not None:
+        test_scores = combine_scores(scored["test"], party.X_test, guest.theta)
+    history.finish(train_objective=history.records[-1]["train_objective"], y_train=y, train_scores=scores,
+                   y_test=party.y_test, test_scores=test_scores)
+    return {"history": history, "train_auc": binary_metrics(y, scores)["auc"], "theta": guest.theta,
+            "traffic": traffic}
+
+
+def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, params: ProtocolParams,
+                     masked: bool, n_rows: int, curvature: Curvature | None,
+                     hessian_sample: int | None) -> dict:
+    """Coordinator C: generates the key pair (the private key never leaves this program) and sends the public
+    key; per mini-batch decrypts the batch loss and the gradients, returns the masked gradients or the steps;
+    every L iterations (SQN) forms a curvature pair; after each epoch FATE's stop flag to A and B.
+
+    C knows only public sizes: the rows per batch follow from the number of rows and ``batch_size``.
+    Returns its own facts: the epoch losses, its public key's length and scheme, the traffic it sent and
+    (SQN) the curvature pairs formed and skipped.
+    """
+    ep = _CountedEndpoint(endpoint)
+    arbiter = ArbiterRole(ep, params=params, host=host, guest=guest, curvature=curvature)
+    arbiter.publish_key()
+    ep.take()
+    sizes = batch_sizes(n_rows, params.batch_size)
+    losses, traffic = [], []
+    k = 0
+    for epoch in range(params.max_epochs):
+        eta = params.learning_rate(epoch)
+        for size in sizes:
+            k += 1
+            arbiter.batch_loss(size)
+            if masked:
+                arbiter.return_masked()
+            else:
+                arbiter.send_steps(eta=eta, k=k, batch_size=size)
+            if curvature is not None and k % curvature.L == 0 and arbiter.close_window():
+                arbiter.curvature_pair(size if hessian_sample is None else min(hessian_sample, n_rows))
+            ep.next_round()
+        loss, converged = arbiter.end_epoch()
+        losses.append(loss)
+        traffic.append(ep.take())
+        log.info("epoch %d/%d: batch loss %.6f%s", epoch + 1, params.max_epochs, loss,
+                 " (converged)" if converged else "")
+        if converged:
+            break
+    key = arbiter.public_key
+    return {"losses": losses, "traffic": traffic,
+            "public_key": {"bits": key.bits, "scheme": key.scheme, "encrypted": key.encrypted},
+            "curvature": None if curvature is None else {"formed": curvature.formed,
+                                                           "skipped": curvature.skipped}}
+
+
+def _split_names(public: Public) -> tuple[str, str]:
+    """(guest, host) of a two-party vertical split from public facts; ParamErrors as :func:`split_parties`."""
+    if public.evaluator is not None:
+        fail("dataset", "must be vertically partitioned data for the Paillier protocols, got horizontal "
+                        "data (an evaluation party)")
+    return _check_split([(p.name, p.label_holder, p.train_rows) for p in public.parties])
+
+
+def roles(public: Public, params: ProtocolParams, *, rng: np.random.Generator, algorithm: str, masked: bool,
+          curvature: Curvature | None = None, hessian_sample: int | None = None) -> list[Role]:
+    """The guest's, the host's and the coordinator's programs, from public facts.
+
+    `rng` gives the guest its stream (the batch seed and sampled S_H); `curvature` (SQN) is C's fresh
+    quasi-Newton memory; `hessian_sample` is |S_H| of an independent sample (None: S_H = S).
+    """
+    if masked and curvature is not None:
+        raise ValueError("a quasi-Newton coordinator needs the plaintext gradients; masking is for SGD only")
+    guest, host = _split_names(public)
+    rows = public.info(guest).train_rows
+    _check_sizes(params, rows, hessian_sample)
+    hessian = 0.0 if curvature is None else (hessian_sample or params.batch_size) / curvature.L
+    every = None if curvature is None else curvature.L
+    return [
+        Role(guest, _guest_program, guest,
+             {"host": host, "params": params, "algorithm": algorithm, "rng": rng.spawn(1)[0],
+              "masked": masked, "curvature_every": every, "hessian_sample": hessian_sample,
+              "hessian_per_iteration": hessian}),
+        Role(host, _host_program, host,
+             {"guest": guest, "params": params, "masked": masked, "curvature_every": every,
+              "sampled_hessian": hessian_sample is not None, "hessian_per_iteration": hessian}),
+        Role(ARBITER, _arbiter_program, None,
+             {"host": host, "guest": guest, "params": params, "masked": masked, "n_rows": rows,
+              "curvature": curvature, "hessian_sample": hessian_sample}),
+    ]
+
+
+def assemble(public: Public, params: ProtocolParams, results: dict[str, Any], *, masked: bool,
+             curvature_every: int | None = None, hessian_sample: int | None = None) -> History:
+    """The run's History: the guest's records and evaluation, C's batch losses, every party's traffic.
+
+    Per epoch ``loss`` (C's decrypted mean batch loss), ``train_objective`` (the project's l2-logistic
+    objective of the current model, from the evaluation messages), ``taylor_objective``, ``eta``, cumulative
+    ``iterations``, ``seconds`` and the epoch's training traffic (A<->B and with C, as every party counted
+    its own sends; setup excluded). Final metrics add the traffic per iteration next to the poster's
+    formulas; the (empty) privacy ledger says what crosses how.
+    """
+    guest, host = _split_names(public)
+    g, h, c = results[guest], results[host], results[ARBITER]
+    history: History = g["history"]
+    records, history.records = history.records, []
+    for record, loss, *sent in zip(records, c["losses"], g["traffic"], h["traffic"], c["traffic"],
+                                   strict=True):
+        traffic = {key: sum(s[key] for s in sent) for key in _no_traffic()}
+        history.log(epoch=record["epoch"], loss=loss, **{k: v for k, v in record.items() if k != "epoch"},
+                    **traffic)
+    records = history.records
+    iterations = records[-1]["iterations"]
+    n_params = len(h["theta"]) + len(g["theta"])
+
+    def per_iteration(key: str) -> float:
+        return sum(r[key] for r in records) / iterations
+
+    s = params.batch_size
+    if curvature_every is None:
+        poster_ab, poster_arbiter = 3 * s, 2 * n_params
+    else:
+        s_h = hessian_sample or s
+        poster_ab, poster_arbiter = 3 * s + 2 * s_h / curvature_every, (2 + 1 / curvature_every) * n_params
+    key = c["public_key"]
+    # DESIGN 6: a key shorter than the default is allowed only with a warning in the run's metrics.
+    warning = {}
+    if key["encrypted"] and key["bits"] < paillier.DEFAULT_KEY_BITS:
+        warning["key_warning"] = (f"{key['bits']}-bit Paillier key, below the default "
+                                  f"{paillier.DEFAULT_KEY_BITS}")
+    history.final.update(
+        loss=records[-1]["loss"], taylor_objective=records[-1]["taylor_objective"], train_auc=g["train_auc"],
+        iterations=iterations, n_parameters=n_params,
+        seconds_per_epoch=sum(r["seconds"] for r in records) / len(records),
+        ab_ciphertexts_per_iteration=per_iteration("ab_ciphertexts"),
+        ab_bytes_per_iteration=per_iteration("ab_bytes"),
+        arbiter_ciphertexts_per_iteration=per_iteration("arbiter_ciphertexts"),
+        arbiter_bytes_per_iteration=per_iteration("arbiter_bytes"),
+        poster_ab_per_iteration=poster_ab, poster_arbiter_per_iteration=poster_arbiter, **warning)
+    if c["curvature"] is not None:
+        history.final.update(curvature_pairs=c["curvature"]["formed"],
+                             curvature_skipped=c["curvature"]["skipped"])
+    history.extra.update(
+        weights={host: np.asarray(h["theta"]).tolist(), guest: np.asarray(g["theta"]).tolist()},
+        public_key={"bits": key["bits"], "scheme": key["scheme"]},
+        roles={"host": host, "guest": guest, "arbiter": ARBITER})
+    view = "masked gradients and the batch losses" if masked else "the gradients, steps and batch losses"
+    if key["encrypted"]:
+        history.ledger.notes.append(
+            f"no differential privacy: values cross Paillier-encrypted ({key['scheme']}, "
+            f"{key['bits']}-bit modulus) between honest-but-curious, non-colluding parties; "
+            f"the coordinator sees {view}")
+    else:
+        history.ledger.notes.append(
+            "no differential privacy and no encryption: plaintext mode (encrypted: false), values cross in "
+            "plaintext (no cryptographic protection); every party that receives a message reads its values")
+    return history
+
+
 # ---------------------------------------------------------------------------------------------------------
-# the simulation
+# checks of the data against the protocol
 
 
-class Roles(NamedTuple):
-    host: HostRole
-    guest: GuestRole
-    arbiter: ArbiterRole
+def _check_split(parties: list[tuple[str, bool, int]]) -> tuple[str, str]:
+    """(guest, host) names from (name, label holder, training rows) of each party; ParamErrors otherwise."""
+    names = [name for name, _, _ in parties]
+    holders = [p for p in parties if p[1]]
+    if len(holders) != 1:
+        fail("dataset", f"must give labels to exactly one party (the guest), got label holders "
+                        f"{[p[0] for p in holders]} among parties {names}")
+    guest = holders[0]
+    hosts = [p for p in parties if p is not guest]
+    if len(hosts) != 1:
+        fail("dataset", f"must have two parties for the Paillier protocols, one guest (labels) and one host, "
+                        f"got {len(parties)} parties {names}")
+    host = hosts[0]
+    if host[2] != guest[2]:
+        fail("dataset", f"must have aligned parties, got {guest[0]} with {guest[2]} rows and "
+                        f"{host[0]} with {host[2]}")
+    if ARBITER in (guest[0], host[0]):
+        fail("dataset", f"must not name a party {ARBITER!r} (the coordinator's address), got parties {names}")
+    return guest[0], host[0]
+
+
+def _check_sizes(params: ProtocolParams, rows: int, hessian_sample: int | None) -> None:
+    """A batch (or Hessian sample) larger than the training rows would run with fewer rows than the params
+    say and report the poster's traffic formulas for the wrong |S|."""
+    if params.batch_size > rows:
+        fail("batch_size", f"must be <= {rows}, the number of training rows, got {params.batch_size}")
+    if hessian_sample is not None and hessian_sample > rows:
+        fail("S_H", f"must be <= {rows}, the number of training rows, got {hessian_sample}")
 
 
 def split_parties(parties: list[Party], evaluation: Party | None = None) -> tuple[Party, Party]:
@@ -633,38 +992,16 @@ def split_parties(parties: list[Party], evaluation: Party | None = None) -> tupl
     if evaluation is not None:
         fail("dataset", f"must be vertically partitioned data for the Paillier protocols, got horizontal data "
                         f"(evaluation party {evaluation.name!r})")
-    names = [p.name for p in parties]
-    holders = [p for p in parties if p.is_label_holder]
-    if len(holders) != 1:
-        fail("dataset", f"must give labels to exactly one party (the guest), got label holders "
-                        f"{[p.name for p in holders]} among parties {names}")
-    guest = holders[0]
-    hosts = [p for p in parties if p is not guest]
-    if len(hosts) != 1:
-        fail("dataset", f"must have two parties for the Paillier protocols, one guest (labels) and one host, "
-                        f"got {len(parties)} parties {names}")
-    host = hosts[0]
-    if host.n_samples != guest.n_samples:
-        fail("dataset", f"must have aligned parties, got {guest.name} with {guest.n_samples} rows and "
-                        f"{host.name} with {host.n_samples}")
-    if ARBITER in (guest.name, host.name):
-        fail("dataset", f"must not name a party {ARBITER!r} (the coordinator's address), got parties {names}")
-    return guest, host
+    guest, host = _check_split([(p.name, p.is_label_holder, p.n_samples) for p in parties])
+    by_name = {p.name: p for p in parties}
+    return by_name[guest], by_name[host]
 
 
 def check_data(parties: list[Party], params: ProtocolParams, *, evaluation: Party | None = None,
                hessian_sample: int | None = None) -> tuple[Party, Party]:
-    """(guest, host) after the checks of the params against the data, each a ParamError naming the key.
-
-    A batch (or Hessian sample) larger than the training rows would run with fewer rows than the params say
-    and report the poster's traffic formulas for the wrong |S|.
-    """
+    """(guest, host) after the checks of the params against the data, each a ParamError naming the key."""
     guest, host = split_parties(parties, evaluation)
-    rows = guest.n_samples
-    if params.batch_size > rows:
-        fail("batch_size", f"must be <= {rows}, the number of training rows, got {params.batch_size}")
-    if hessian_sample is not None and hessian_sample > rows:
-        fail("S_H", f"must be <= {rows}, the number of training rows, got {hessian_sample}")
+    _check_sizes(params, guest.n_samples, hessian_sample)
     return guest, host
 
 
@@ -676,205 +1013,3 @@ def make_network(parties: list[Party], params: ProtocolParams | None = None, *,
     else:
         guest, host = check_data(parties, params, hessian_sample=hessian_sample)
     return Network([guest.name, host.name, ARBITER], capture=capture)
-
-
-class _Traffic:
-    """Ciphertexts and bytes since the last reading, A<->B and between the parties and C."""
-
-    def __init__(self, network: Network) -> None:
-        self._network = network
-        self._seen = len(network.messages)
-
-    def read(self) -> dict[str, int]:
-        out = {"ab_ciphertexts": 0, "ab_bytes": 0, "arbiter_ciphertexts": 0, "arbiter_bytes": 0}
-        for m in self._network.messages[self._seen:]:
-            side = "arbiter" if ARBITER in (m.src, m.dst) else "ab"
-            out[f"{side}_ciphertexts"] += m.ciphertexts
-            out[f"{side}_bytes"] += m.nbytes
-        self._seen = len(self._network.messages)
-        return out
-
-
-def train(parties: list[Party], network: Network, params: ProtocolParams, *, algorithm: str,
-          rng: np.random.Generator, evaluation: Party | None, masked: bool,
-          keys: tuple[PublicKey, PrivateKey] | None = None, curvature: Curvature | None = None,
-          hessian_sample: int | None = None) -> History:
-    """Run the protocol until the epoch loss settles or ``max_epochs``; evaluate the joint model.
-
-    Parameters
-    ----------
-    parties, network, params, rng, evaluation
-        As for every algorithm's ``fit``; `rng` seeds B's batch seed and S_H samples.
-    algorithm : str
-        Registry key recorded in the history.
-    masked : bool
-        Parties mask their gradients and update themselves (Hardy et al.), or C computes the steps (FATE).
-    keys : (PublicKey, PrivateKey), optional
-        Handed to C only (tests share small keys); by default C generates its own.
-    curvature : Curvature, optional
-        SQN: C's quasi-Newton memory; every ``curvature.L`` iterations the Hessian-vector sub-protocol runs.
-    hessian_sample : int, optional
-        SQN: |S_H| of an independent sample drawn by B; None uses the current batch (S_H = S).
-
-    Returns
-    -------
-    History
-        One record per epoch: ``loss`` (the protocol's decrypted mean batch loss), ``train_objective`` (the
-        project's l2-logistic objective of the current model, evaluated outside the protocol),
-        ``taylor_objective`` (the Taylor objective the protocol minimizes, on all training rows), ``eta``,
-        cumulative ``iterations``, ``seconds`` and the epoch's traffic.
-    """
-    if masked and curvature is not None:
-        raise ValueError("a quasi-Newton coordinator needs the plaintext gradients; masking is for SGD only")
-    guest_party, host_party = check_data(parties, params, evaluation=evaluation, hessian_sample=hessian_sample)
-    hessian = 0.0 if curvature is None else (hessian_sample or params.batch_size) / curvature.L
-    host = HostRole(host_party, network.endpoint(host_party.name), params=params, guest=guest_party.name,
-                    hessian_per_iteration=hessian)
-    guest = GuestRole(guest_party, network.endpoint(guest_party.name), params=params, host=host_party.name,
-                      rng=rng.spawn(1)[0], hessian_per_iteration=hessian)
-    arbiter = ArbiterRole(network.endpoint(ARBITER), params=params, host=host_party.name,
-                          guest=guest_party.name, keys=keys, curvature=curvature)
-    history = History(algorithm)
-    try:
-        arbiter.publish_key()
-        guest.setup()
-        host.setup()
-        _epochs(Roles(host, guest, arbiter), network, params, history, curvature=curvature, masked=masked,
-                hessian_sample=hessian_sample, host_party=host_party, guest_party=guest_party)
-    finally:
-        host.close()
-        guest.close()
-    _finish(history, params, host=host, guest=guest, host_party=host_party, guest_party=guest_party,
-            public_key=arbiter.public_key, curvature=curvature, hessian_sample=hessian_sample, masked=masked)
-    return history
-
-
-def _iteration(roles: Roles, rows: np.ndarray, host_rows: np.ndarray, *, k: int, eta: float,
-               masked: bool) -> None:
-    """One mini-batch of the protocol (steps 1-4 of the module docstring)."""
-    host, guest, arbiter = roles
-    host.forward(host_rows)
-    guest.forward(rows)
-    arbiter.batch_loss(len(rows))
-    host.gradient(host_rows, masked=masked)
-    guest.gradient(rows, masked=masked)
-    if masked:
-        arbiter.return_masked()
-        host.apply_unmasked(tag="host_gradient_decrypted", eta=eta, batch_size=len(host_rows))
-        guest.apply_unmasked(tag="guest_gradient_decrypted", eta=eta, batch_size=len(rows))
-    else:
-        arbiter.send_steps(eta=eta, k=k, batch_size=len(rows))
-        host.apply_step(tag="host_step")
-        guest.apply_step(tag="guest_step")
-
-
-def _curvature_round(roles: Roles, rows: np.ndarray, host_rows: np.ndarray, *,
-                     hessian_sample: int | None) -> None:
-    """SQN's Algorithm 1 step 3 at k mod L = 0: close the windows; from the second one on, the encrypted
-    Hessian-vector product on S_H gives C the pair (s_t, y_t)."""
-    host, guest, arbiter = roles
-    due = {host.close_window(), guest.close_window(), arbiter.close_window()}
-    if due != {True}:
-        if due != {False}:
-            raise RuntimeError("the roles disagree on whether a curvature pair is due")
-        return
-    sample = guest.hessian_rows(rows, sample_size=hessian_sample)
-    host_sample = host.hessian_rows(host_rows, sampled=hessian_sample is not None)
-    host.hessian_forward(host_sample)
-    guest.hessian_fore(sample)
-    host.hessian_vector(host_sample)
-    guest.hessian_vector(sample)
-    arbiter.curvature_pair(len(sample))
-
-
-def _epochs(roles: Roles, network: Network, params: ProtocolParams, history: History, *,
-            curvature: Curvature | None, masked: bool, hessian_sample: int | None, host_party: Party,
-            guest_party: Party) -> None:
-    host, guest, arbiter = roles
-    traffic = _Traffic(network)  # setup traffic (key, seed) is not part of any epoch
-    k = 0
-    for epoch in range(params.max_epochs):
-        start = time.perf_counter()
-        eta = params.learning_rate(epoch)
-        for rows, host_rows in zip(guest.batches(), host.batches()):
-            k += 1
-            _iteration(roles, rows, host_rows, k=k, eta=eta, masked=masked)
-            if curvature is not None and k % curvature.L == 0:
-                _curvature_round(roles, rows, host_rows, hessian_sample=hessian_sample)
-            network.next_round()
-        loss, converged = arbiter.end_epoch()
-        verdicts = {host.receive_verdict(), guest.receive_verdict()}
-        seconds = time.perf_counter() - start
-        if verdicts != {converged}:
-            raise RuntimeError("the parties' stopping verdicts differ from the arbiter's")
-        # Evaluation, outside the protocol: the simulator may look at every party.
-        scores = joint_scores(host_party.X, guest_party.X, host.theta, guest.theta)
-        y = guest_party.y
-        weights = np.concatenate([host.theta, guest.theta])
-        penalized = np.concatenate([host.theta, guest.theta[:-1]])
-        history.log(epoch=epoch + 1, loss=loss, eta=eta, iterations=k, seconds=seconds,
-                    train_objective=logistic_objective(scores, y, weights, params.lam),
-                    taylor_objective=taylor_objective(scores, y, penalized, params.lam), **traffic.read())
-        log.info("%s epoch %d/%d: batch loss %.6f, %.1f s%s", history.algorithm, epoch + 1, params.max_epochs,
-                 loss, seconds, " (converged)" if converged else "")
-        if converged:
-            history.stop(converged=True, reason=f"the epoch loss changed by less than tol={params.tol} in "
-                                                f"epoch {epoch + 1}")
-            return
-    history.stop(converged=False, reason=f"max_epochs={params.max_epochs} reached before the epoch loss "
-                                         f"changed by less than tol={params.tol}")
-
-
-def _finish(history: History, params: ProtocolParams, *, host: HostRole, guest: GuestRole, host_party: Party,
-            guest_party: Party, public_key: PublicKey, curvature: Curvature | None,
-            hessian_sample: int | None, masked: bool) -> None:
-    """Final metrics, per-iteration traffic next to the poster's formulas, and the (empty) privacy ledger."""
-    records = history.records
-    iterations = records[-1]["iterations"]
-    n_params = len(host.theta) + len(guest.theta)
-
-    def per_iteration(key: str) -> float:
-        return sum(r[key] for r in records) / iterations
-
-    s = params.batch_size
-    if curvature is None:
-        poster_ab, poster_arbiter = 3 * s, 2 * n_params
-    else:
-        s_h = hessian_sample or s
-        poster_ab, poster_arbiter = 3 * s + 2 * s_h / curvature.L, (2 + 1 / curvature.L) * n_params
-    train_scores = joint_scores(host_party.X, guest_party.X, host.theta, guest.theta)
-    test_scores = None
-    if guest_party.X_test is not None and host_party.X_test is not None:
-        test_scores = joint_scores(host_party.X_test, guest_party.X_test, host.theta, guest.theta)
-    w = np.concatenate([host.theta, guest.theta])
-    y = guest_party.y
-    # DESIGN 6: a key shorter than the default is allowed only with a warning in the run's metrics.
-    warning = {}
-    if public_key.encrypted and public_key.bits < paillier.DEFAULT_KEY_BITS:
-        warning["key_warning"] = (f"{public_key.bits}-bit Paillier key, below the default "
-                                  f"{paillier.DEFAULT_KEY_BITS}")
-    history.finish(
-        train_objective=logistic_objective(train_scores, y, w, params.lam), y_train=y,
-        train_scores=train_scores, y_test=guest_party.y_test, test_scores=test_scores,
-        loss=records[-1]["loss"], taylor_objective=records[-1]["taylor_objective"],
-        train_auc=binary_metrics(y, train_scores)["auc"], iterations=iterations, n_parameters=n_params,
-        seconds_per_epoch=sum(r["seconds"] for r in records) / len(records),
-        ab_ciphertexts_per_iteration=per_iteration("ab_ciphertexts"),
-        ab_bytes_per_iteration=per_iteration("ab_bytes"),
-        arbiter_ciphertexts_per_iteration=per_iteration("arbiter_ciphertexts"),
-        arbiter_bytes_per_iteration=per_iteration("arbiter_bytes"),
-        poster_ab_per_iteration=poster_ab, poster_arbiter_per_iteration=poster_arbiter, **warning)
-    history.extra.update(
-        weights={host_party.name: host.theta.tolist(), guest_party.name: guest.theta.tolist()},
-        public_key={"bits": public_key.bits, "scheme": public_key.scheme},
-        roles={"host": host_party.name, "guest": guest_party.name, "arbiter": ARBITER})
-    view = "masked gradients and the batch losses" if masked else "the gradients, steps and batch losses"
-    if public_key.encrypted:
-        history.ledger.notes.append(
-            f"no differential privacy: values cross Paillier-encrypted ({public_key.scheme}, "
-            f"{public_key.bits}-bit modulus) between honest-but-curious, non-colluding parties; "
-            f"the coordinator sees {view}")
-    else:
-        history.ledger.notes.append(
-            "no differential privacy and no encryption: plaintext mode (encrypted: false), values cross in "
-            "plaintext (no cryptographic protection); every party that receives a message reads its values")

@@ -28,18 +28,20 @@ References
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from ppml import runtime
 from ppml.algorithms import _hetero_lr
-from ppml.crypto.paillier import PrivateKey, PublicKey
 from ppml.history import History
 from ppml.network import Network
 from ppml.parties import Party
+from ppml.runtime import Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "roles", "assemble", "fit"]
 
 MESSAGES: tuple[dict[str, str], ...] = (
     {"tag": "public_key", "src": "arbiter", "dst": "guest, host",
@@ -75,6 +77,9 @@ MESSAGES: tuple[dict[str, str], ...] = (
      "content": "stop flag after each epoch", "protection": "none"},
 )
 
+#: evaluation traffic, counted apart (see :data:`ppml.algorithms._hetero_lr.SIDE_MESSAGES`)
+SIDE_MESSAGES = _hetero_lr.SIDE_MESSAGES
+
 
 @dataclass(frozen=True)
 class Params(_hetero_lr.ProtocolParams):
@@ -102,9 +107,21 @@ def network_for(parties: list[Party], params: Params, *, rng: np.random.Generato
     return _hetero_lr.make_network(parties, params, capture=capture)
 
 
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network | None = None
+          ) -> list[Role]:
+    """The guest's, the host's and the coordinator's programs (:mod:`ppml.algorithms._hetero_lr`)."""
+    return _hetero_lr.roles(public, params, rng=rng, algorithm="paillier_sgd",
+                            masked=params.update_at == "parties")
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The run's History from the programs' results (:func:`ppml.algorithms._hetero_lr.assemble`)."""
+    return _hetero_lr.assemble(public, params, results, masked=params.update_at == "parties")
+
+
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
-        evaluation: Party | None = None, keys: tuple[PublicKey, PrivateKey] | None = None) -> History:
-    """Train by encrypted mini-batch SGD on the Taylor loss.
+        evaluation: Party | None = None) -> History:
+    """Train by encrypted mini-batch SGD on the Taylor loss, the three role programs in this process.
 
     Parameters
     ----------
@@ -114,11 +131,10 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         From :func:`network_for`.
     params : Params
     rng : numpy.random.Generator
-        The guest's source of the batch seed. Paillier randomness and masks come from the OS instead.
+        The guest's source of the batch seed. Paillier randomness and masks come from the OS instead; the
+        coordinator's program generates the key pair.
     evaluation : None
         Vertical data: each party carries its own test columns.
-    keys : (PublicKey, PrivateKey), optional
-        Given to the coordinator only, instead of generating a key pair (tests share small keys).
 
     Returns
     -------
@@ -127,5 +143,4 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         and traffic; final metrics with the traffic per iteration next to the poster's 3|S| (A<->B) and 2n
         (with C).
     """
-    return _hetero_lr.train(parties, network, params, algorithm="paillier_sgd", rng=rng,
-                            evaluation=evaluation, masked=params.update_at == "parties", keys=keys)
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)

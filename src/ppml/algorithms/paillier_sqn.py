@@ -39,18 +39,22 @@ References
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ppml import runtime
 from ppml.algorithms import _hetero_lr
-from ppml.crypto.paillier import PrivateKey, PublicKey
 from ppml.history import History
 from ppml.network import Network
 from ppml.parties import Party
+from ppml.runtime import Public, Role
 
-__all__ = ["MESSAGES", "Params", "network_for", "fit", "two_loop", "QuasiNewton", "CURVATURE_TOL"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "roles", "assemble", "fit", "two_loop",
+           "QuasiNewton", "CURVATURE_TOL"]
 
 MESSAGES: tuple[dict[str, str], ...] = (
     {"tag": "public_key", "src": "arbiter", "dst": "guest, host",
@@ -95,6 +99,9 @@ MESSAGES: tuple[dict[str, str], ...] = (
     {"tag": "converged", "src": "arbiter", "dst": "guest, host",
      "content": "stop flag after each epoch", "protection": "none"},
 )
+
+#: evaluation traffic, counted apart (see :data:`ppml.algorithms._hetero_lr.SIDE_MESSAGES`)
+SIDE_MESSAGES = _hetero_lr.SIDE_MESSAGES
 
 #: A pair is used only if s^T y > CURVATURE_TOL ||s|| ||y|| (Byrd et al.'s safeguard).
 CURVATURE_TOL = 1e-10
@@ -195,9 +202,22 @@ def network_for(parties: list[Party], params: Params, *, rng: np.random.Generato
     return _hetero_lr.make_network(parties, params, hessian_sample=params.S_H, capture=capture)
 
 
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network | None = None
+          ) -> list[Role]:
+    """The guest's, the host's and the coordinator's programs; C starts with an empty curvature memory."""
+    return _hetero_lr.roles(public, params, rng=rng, algorithm="paillier_sqn", masked=False,
+                            curvature=QuasiNewton(L=params.L, M=params.M), hessian_sample=params.S_H)
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The run's History, with C's ``curvature_pairs`` and ``curvature_skipped`` in the final metrics."""
+    return _hetero_lr.assemble(public, params, results, masked=False, curvature_every=params.L,
+                               hessian_sample=params.S_H)
+
+
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
-        evaluation: Party | None = None, keys: tuple[PublicKey, PrivateKey] | None = None) -> History:
-    """Train by encrypted stochastic quasi-Newton on the Taylor loss.
+        evaluation: Party | None = None) -> History:
+    """Train by encrypted stochastic quasi-Newton on the Taylor loss, the three role programs in this process.
 
     Parameters
     ----------
@@ -207,11 +227,10 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         From :func:`network_for`.
     params : Params
     rng : numpy.random.Generator
-        The guest's source of the batch seed and of sampled S_H. Paillier randomness comes from the OS.
+        The guest's source of the batch seed and of sampled S_H. Paillier randomness comes from the OS; the
+        coordinator's program generates the key pair.
     evaluation : None
         Vertical data: each party carries its own test columns.
-    keys : (PublicKey, PrivateKey), optional
-        Given to the coordinator only, instead of generating a key pair (tests share small keys).
 
     Returns
     -------
@@ -219,9 +238,4 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
         As :func:`ppml.algorithms.paillier_sgd.fit`, plus ``curvature_pairs`` and ``curvature_skipped`` in
         the final metrics; traffic per iteration next to the poster's 3|S| + 2|S_H|/L and (2 + 1/L) n.
     """
-    curvature = QuasiNewton(L=params.L, M=params.M)
-    history = _hetero_lr.train(parties, network, params, algorithm="paillier_sqn", rng=rng,
-                               evaluation=evaluation, masked=False, keys=keys, curvature=curvature,
-                               hessian_sample=params.S_H)
-    history.final.update(curvature_pairs=curvature.formed, curvature_skipped=curvature.skipped)
-    return history
+    return runtime.fit(sys.modules[__name__], parties, network, params, rng=rng, evaluation=evaluation)
