@@ -101,6 +101,27 @@ def test_decentralized_same_numbers_on_ray(algorithm, extra, tmp_path):
     assert_same_run(*run_both(module, parties, params, tmp_path, evaluation=evaluator))
 
 
+def test_paillier_sqn_same_numbers_on_ray(tmp_path):
+    """Guest, host and arbiter in three processes; the 1024-bit key pair is made inside the arbiter's."""
+    from ppml.algorithms import paillier_sqn
+    from ppml.crypto.paillier import KeyLengthWarning
+
+    parties = vertical_parties(np.random.default_rng(5), n=240, n_test=60, widths=(5, 4))
+    params = build(paillier_sqn.Params, {"batch_size": 100, "encrypted": True, "key_bits": 1024, "eta": 0.15,
+                                         "lam": 0.01, "max_epochs": 2, "L": 2, "M": 3}, "test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KeyLengthWarning)
+        local, remote = run_both(paillier_sqn, parties, params, tmp_path)
+    # ciphertexts are fresh random numbers, written at the width of the widest: byte counts may differ by a few
+    for run in (local, remote):
+        run[0].final = {k: v for k, v in run[0].final.items() if "bytes" not in k}
+        run[0].records = [{k: v for k, v in r.items() if "bytes" not in k} for r in run[0].records]
+        for m in run[1].messages:
+            object.__setattr__(m, "nbytes", 0)
+    assert_same_run(local, remote)
+    assert remote[1].summary()["ciphertexts"] == local[1].summary()["ciphertexts"] > 0
+
+
 # --- faults: a party that fails, dies or never sends ends the run with an error naming it, without a hang -----
 
 
