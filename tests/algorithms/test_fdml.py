@@ -13,7 +13,7 @@ from ppml.config import ParamError, build
 from ppml.history import ConvergenceWarning
 from ppml.models.local import make_local_model
 from ppml.models.losses import logistic_objective, solve_l2_logistic, with_bias
-from ppml.network import Network
+from ppml.network import Network, traffic_kind
 from ppml.parties import Party
 
 DIMS = (4, 3, 5)
@@ -212,12 +212,37 @@ def test_threads_mode_respects_the_bound_and_learns():
     sync, _ = _fit(parties, _params(tau=0, eta=8.0, lam=1e-3, batch_size=20, epochs=10))
     assert abs(history.final["train_objective"] - sync.final["train_objective"]) < 5e-3
     assert network.summary()["tags"]["residual"]["messages"] == 3 * 10 * 12
+    observed = history.extra["observed_staleness"]  # what the pushes really had (here: the scheduler's order)
+    assert sum(observed["histogram"]) == 3 * 10 * 12 and observed["max"] == len(observed["histogram"]) - 1
+    # real timing: no simulated clock to keep, only each completion announced (the server takes them as they come)
+    assert set(network.summary()["control"]["tags"]) == {fdml.TAG_DONE}
+    assert network.summary()["control"]["messages"] == 3 * 10 * 12
+
+
+def _check_side_traffic(network, parties, *, epochs):
+    """Evaluation and control messages follow SIDE_MESSAGES and are then set aside: the training traffic is
+    the protocol's own. Each party scores every training and test row once per epoch, with its own model."""
+    names = {p.name for p in parties}
+    role = {**{n: "party" for n in names}, fdml.SERVER: fdml.SERVER}
+    table = {(m["tag"], m["src"], m["dst"]) for m in fdml.SIDE_MESSAGES}
+    side = [m for m in network.messages if traffic_kind(m.tag) != "training"]
+    assert {(m.tag, role[m.src], role[m.dst]) for m in side} == table
+    scores = [m for m in side if m.tag == fdml.TAG_EVAL]
+    assert len(scores) == epochs * len(parties)
+    for m in scores:
+        assert set(m.payload) == {"train", "test", "sqnorm", "sim_time", "seconds"}
+        assert m.payload["train"].shape == (240,) and m.payload["test"].shape == (80,)
+    # on the simulated clock every answer and refresh comes with its event, every completion with its time
+    answers = sum(m.tag in ("sum", "residual", "refresh") for m in network.messages)
+    assert sum(m.tag == fdml.TAG_AT for m in side) == answers
+    network.messages = [m for m in network.messages if traffic_kind(m.tag) == "training"]
 
 
 def test_traffic_audit_staleness_bounded_only_local_predictions_and_residuals_cross():
     parties = _parties()
     params = _params(tau=2, speeds=[1, 1, 4], batch_size=24, epochs=2, local_model="nn", hidden=6)
     _, network = _fit(parties, params, capture=True)
+    _check_side_traffic(network, parties, epochs=2)
     names = {p.name for p in parties}
     table = {(m["tag"], m["src"], m["dst"]) for m in fdml.MESSAGES_BY_VARIANT["staleness_bounded"]}
     keys = {"alpha": {"clock", "alpha"}, "refresh": {"clock"}, "alpha_refresh": {"clock", "version", "alpha"},
@@ -397,6 +422,7 @@ def test_traffic_audit_paper(variant):
     params = _paper(variant=variant, tau=2, speeds=[1, 1, 4], batch_size=24, epochs=3, local_model="nn",
                     hidden=6)
     history, network = _fit(parties, params, capture=True)
+    _check_side_traffic(network, parties, epochs=3)
     names = {p.name for p in parties}
     role = {**{n: "party" for n in names}, fdml.SERVER: fdml.SERVER}
     table = {(m["tag"], m["src"], m["dst"]) for m in fdml.MESSAGES_BY_VARIANT[variant]}

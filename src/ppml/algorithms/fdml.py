@@ -60,13 +60,23 @@ Cost model. ``cost_seconds`` prices an iteration as the slowest worker's compute
 feature per row for LR, 6 (d + 1) hidden for NN, at ``flop_rate``) plus its messages amortized over the run
 (``latency`` each, bytes at ``bandwidth``); a single worker sends nothing. The constants are parameters.
 
-Execution. ``mode: simulated`` (default) runs the roles as event handlers on a simulated clock: each
-party's iteration takes a random time (Gamma with mean ``1 / speeds[j]`` and coefficient of variation
-``jitter``, from a per-party seeded stream), so a seed fixes the interleaving and the run. ``mode: threads``
-runs the same role objects in one thread per role under real scheduling; a party's iteration then lasts at
-least ``tick`` seconds per simulated time unit (emulating uneven parties), during which it still answers
-refresh requests. Its interleaving is not reproducible, so neither are its results unless ``tau = 0``. In
-both modes a refresh costs no compute time (a party is assumed to serve refreshes alongside its step).
+Execution. The server and every worker run their own program (:func:`_server_program`,
+:func:`_worker_program`) in every variant and mode. ``mode: simulated`` (default) is a conservative
+discrete-event simulation inside those programs: each party's iteration takes a random time (Gamma with mean
+``1 / speeds[j]`` and coefficient of variation ``jitter``) drawn from its own seeded stream; a worker tells the
+server when its iteration completes (control message), and the server processes the earliest completion only
+once it knows the completion time of every worker still computing, so a seed fixes the interleaving and the
+run, on any transport. ``mode: threads`` is the real-asynchrony mode: no simulated clock; a party's iteration
+lasts at least ``tick`` seconds per drawn time unit (emulating uneven parties), each worker says when it
+completes (control message) and the server takes the completions in the order they arrive
+(:meth:`~ppml.network.Endpoint.recv_any`), recording the staleness each push really had
+(``observed_staleness``). On the in-process transport one program runs at a time, so that order is the
+scheduler's (deterministic, and close to lock-step); with ``transport: ray`` every party is its own process
+and the order is real, as in the paper's system: neither it nor, unless the order cannot matter, the results
+are reproducible. A refresh costs no compute time (a party serves refreshes alongside its step; on
+the simulated clock a request older than the party's last completion gets the parameters before that step).
+Evaluation goes through evaluation messages: after each epoch every worker sends its predictions on all
+training and test rows and ||x_j||^2; the server (label holder) sums them in worker order.
 
 Threat model: parties and server are honest-but-curious. The server is operated by the label holder. In
 ``paper`` the label vector is sent to every worker (the paper's design); in ``label_private`` and
@@ -89,28 +99,29 @@ Q. Ho et al., "More Effective Distributed ML via a Stale Synchronous Parallel Pa
 from __future__ import annotations
 
 import dataclasses
-import heapq
-import threading
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Protocol, Sequence, cast
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from ppml.config import fail
+from ppml import runtime
+from ppml.config import ParamError, fail
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.local import LocalModel, l2_penalty, make_local_model
 from ppml.models.losses import Objective, logistic_objective, mean_form_lam
-from ppml.network import Network
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network
 from ppml.parties import Matrix, Party, label_holder
+from ppml.runtime import Public, Role
 
 __all__ = ["MESSAGES", "MESSAGES_PAPER", "MESSAGES_STALENESS_BOUNDED", "MESSAGES_BY_VARIANT", "Params",
            "Schedule", "Trace", "Worker", "Server", "PaperWorker", "PaperServer", "SERVER", "POOLED",
-           "network_for", "simulate", "fit"]
+           "SIDE_MESSAGES", "network_for", "roles", "assemble", "simulate", "fit"]
 
 SERVER = "server"
 POOLED = "pooled"  # the single worker of ``features: all`` (every party's columns in one place)
@@ -300,73 +311,6 @@ class Schedule:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# transport: the network's messages delivered in the order they were sent
-
-
-class _Mailbox:
-    """Delivers the network's messages to roles in send order (a FIFO link per destination).
-
-    The network keeps one queue per (src, dst, tag); this adds the order across tags and senders, which the
-    roles rely on (a party's push for iteration t reaches the server before its later refresh answers).
-    All network access is under one lock so that the threads mode can share it.
-    """
-
-    def __init__(self, network: Network, *, threaded: bool) -> None:
-        self._network = network
-        self._threaded = threaded
-        self._inbox: dict[str, deque[tuple[str, str]]] = {name: deque() for name in network.names}
-        self._order: deque[str] = deque()  # destinations in send order (simulated delivery)
-        self._cond = threading.Condition()
-
-    def send(self, src: str, dst: str, tag: str, payload: Any) -> None:
-        with self._cond:
-            self._network.send(src, dst, tag, payload)
-            self._inbox[dst].append((src, tag))
-            if not self._threaded:
-                self._order.append(dst)
-            self._cond.notify_all()
-
-    def next_message(self) -> tuple[str, str, str, Any] | None:
-        """Simulated delivery: the oldest undelivered message as (dst, src, tag, payload), or None."""
-        if not self._order:
-            return None
-        dst = self._order.popleft()
-        src, tag = self._inbox[dst].popleft()
-        return dst, src, tag, self._network.recv(dst, src, tag)
-
-    def wait(self, dst: str, stop: threading.Event, *,
-             timeout: float | None = None) -> tuple[str, str, Any] | None:
-        """Threads delivery: block until a message for `dst` arrives; None once `stop` is set or after
-        `timeout` seconds."""
-        deadline = None if timeout is None else time.perf_counter() + timeout
-        with self._cond:
-            while not self._inbox[dst]:
-                left = 0.05 if deadline is None else min(0.05, deadline - time.perf_counter())
-                if stop.is_set() or left <= 0:
-                    return None
-                self._cond.wait(timeout=left)
-            src, tag = self._inbox[dst].popleft()
-            return src, tag, self._network.recv(dst, src, tag)
-
-    def next_round(self) -> None:
-        with self._cond:
-            self._network.next_round()
-
-
-class _Link:
-    """A role's sending side: it can only send as itself."""
-
-    __slots__ = ("_mailbox", "name")
-
-    def __init__(self, mailbox: _Mailbox, name: str) -> None:
-        self._mailbox = mailbox
-        self.name = name
-
-    def send(self, dst: str, tag: str, payload: Any) -> None:
-        self._mailbox.send(self.name, dst, tag, payload)
-
-
-# ---------------------------------------------------------------------------------------------------------
 # roles
 
 
@@ -383,8 +327,8 @@ class Worker:
         Its local model.
     theta : ndarray
         Initial local parameters (copied; never sent).
-    link : _Link
-        Its sending side of the network.
+    link : _Sender
+        Its sending side of the network (its endpoint, or a wrapper that counts what it sends).
     schedule : Schedule
         Its own copy of the shared batch schedule.
     eta, lam : float
@@ -393,7 +337,7 @@ class Worker:
         Iterations to perform.
     """
 
-    def __init__(self, *, name: str, X: Matrix, model: LocalModel, theta: np.ndarray, link: _Link,
+    def __init__(self, *, name: str, X: Matrix, model: LocalModel, theta: np.ndarray, link: _Sender,
                  schedule: Schedule, eta: float, lam: float, iterations: int) -> None:
         self.name = name
         self._X = X
@@ -408,6 +352,8 @@ class Worker:
         self._batch: tuple[Matrix, Any] | None = None  # rows and forward cache of the pushed batch
         self._residual: np.ndarray | None = None
         self.retry_pending = False  # this variant never rejects a pull
+        self._previous: tuple[np.ndarray, int] | None = None  # parameters and version before the last step
+        self.keep_previous = False  # keep them (the simulated clock's refreshes may predate the last step)
 
     @property
     def computing(self) -> bool:
@@ -436,16 +382,23 @@ class Worker:
                                    f"while at iteration {self.clock}")
             self._residual = payload["residual"]
         elif tag == "refresh":
-            t = payload["clock"]
-            alpha, _ = self.model.forward(self.theta, self._schedule.batch(self._X, t))
-            self._link.send(SERVER, "alpha_refresh", {"clock": t, "version": self.clock, "alpha": alpha})
+            self.refresh(payload["clock"], previous=False)
         else:
             raise ValueError(f"{self.name}: unexpected message {tag!r} from {src!r}")
+
+    def refresh(self, t: int, *, previous: bool) -> None:
+        """Answer a refresh request for batch ``t`` with the current parameters, or (`previous`) with those
+        before the last step: on the simulated clock the request can be older than that step's completion."""
+        theta, version = self._previous if previous and self._previous is not None else (self.theta, self.clock)
+        alpha, _ = self.model.forward(theta, self._schedule.batch(self._X, t))
+        self._link.send(SERVER, "alpha_refresh", {"clock": t, "version": version, "alpha": alpha})
 
     def complete(self) -> None:
         """Finish the current iteration: local gradient from the residual, step, and the next push."""
         if self._residual is None or self._batch is None:
             raise RuntimeError(f"{self.name}: no residual to complete iteration {self.clock} with")
+        if self.keep_previous:
+            self._previous = (self.theta.copy(), self.clock)
         Xb, cache = self._batch
         r = self._residual
         _, reg = l2_penalty(self.theta, self._lam)
@@ -471,8 +424,8 @@ class Server:
         The parties' addresses, in the order the aggregate is summed.
     labels : ndarray of {0, 1}
         The training labels (the label holder's own; never sent).
-    link : _Link
-        The server's sending side.
+    link : _Sender
+        The server's sending side (see :class:`_ServerLink`).
     schedule : Schedule
         Its own copy of the shared batch schedule.
     tau : int
@@ -481,7 +434,7 @@ class Server:
         Iterations every party performs.
     """
 
-    def __init__(self, *, workers: Sequence[str], labels: np.ndarray, link: _Link, schedule: Schedule,
+    def __init__(self, *, workers: Sequence[str], labels: np.ndarray, link: _Sender, schedule: Schedule,
                  tau: int, iterations: int) -> None:
         self._workers = tuple(workers)
         self._index = {w: i for i, w in enumerate(self._workers)}
@@ -576,11 +529,11 @@ class PaperWorker:
     Iteration t: Pull(j, t) -> the server's sum_k A[I(t), k] (or, ``label_private``, the residual computed
     at the label holder); x^j_(t+1) = x^j_t - eta_t (H'(sum) d alpha^j(x^j_t, xi^j_I(t)) / d x^j + lam x^j_t),
     eta_t = eta / sqrt(t + 1) (t from 0, i.e. eta / sqrt(t) counted from 1); then Push(j, t,
-    alpha^j(x^j_(t+1), xi^j_I(t))). A rejected pull is retried (:meth:`retry`, called by the runner).
+    alpha^j(x^j_(t+1), xi^j_I(t))). A rejected pull is retried (:meth:`retry`).
     The first `warmup` iterations are synchronous: the pull carries alpha^j(x^j_t) on I(t).
     """
 
-    def __init__(self, *, name: str, X: Matrix, model: LocalModel, theta: np.ndarray, link: _Link,
+    def __init__(self, *, name: str, X: Matrix, model: LocalModel, theta: np.ndarray, link: _Sender,
                  schedule: Schedule, eta: float, lam: float, iterations: int, warmup: int,
                  send_init: bool) -> None:
         self.name = name
@@ -676,7 +629,7 @@ class PaperServer:
     recorded, which the server can do because it sees the pushes' clocks (nothing extra crosses).
     """
 
-    def __init__(self, *, workers: Sequence[str], labels: np.ndarray, link: _Link, schedule: Schedule,
+    def __init__(self, *, workers: Sequence[str], labels: np.ndarray, link: _Sender, schedule: Schedule,
                  tau: int, iterations: int, warmup: int, send_labels: bool, needs_init: bool) -> None:
         self._workers = tuple(workers)
         self._index = {w: i for i, w in enumerate(self._workers)}
@@ -773,21 +726,385 @@ class PaperServer:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# drivers
+# the role programs
+
+TAG_DONE = CONTROL + "done"
+TAG_AT = CONTROL + "at"
+TAG_EVAL = EVALUATION + "scores"
+
+#: evaluation and control traffic (counted apart from the protocol's messages)
+SIDE_MESSAGES: tuple[dict[str, str], ...] = (
+    {"tag": TAG_DONE, "src": "party", "dst": SERVER,
+     "content": "{time}: simulated time at which the party's current iteration completes, sent when it gets "
+                "its answer (``mode: simulated``; the server processes completions in this order); NaN, sent "
+                "when the iteration completes (``mode: threads``: the server takes them as they arrive)"},
+    {"tag": TAG_AT, "src": SERVER, "dst": "party",
+     "content": "{time, index}: the simulated event (time, completing party's index; -1 at the start) at "
+                "which the preceding answer or refresh request was sent (``mode: simulated`` only)"},
+    {"tag": TAG_EVAL, "src": "party", "dst": SERVER,
+     "content": "{train, test, sqnorm, sim_time, seconds}: the party's local predictions on every training "
+                "and test row and ||x_j||^2 at the end of each epoch (evaluation)"},
+)
+
+
+class _Sender(Protocol):
+    """What a role sends through: an :class:`~ppml.network.Endpoint` or one of the counting links below."""
+
+    def send(self, dst: str, tag: str, payload: Any) -> int: ...
+
+
+class _WorkerLink:
+    """A worker's sending side: its endpoint, counting the training messages and bytes it sends (cost model)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self.messages = 0
+        self.bytes = 0
+
+    def send(self, dst: str, tag: str, payload: Any) -> int:
+        nbytes = self._endpoint.send(dst, tag, payload)
+        self.messages += 1
+        self.bytes += nbytes
+        return nbytes
+
+
+class _ServerLink:
+    """The server's sending side: notes whom it answered, rejected or asked to refresh, and what it sent.
+
+    On the simulated clock each answer and refresh request is followed by a :data:`TAG_AT` message with the
+    simulated event it belongs to (:attr:`now`). Per worker it counts the training messages and bytes sent to
+    it, a reject counting minus one (the cost model prices one pull per iteration; the reject stands in for
+    the retried pull, which the worker counts).
+    """
+
+    def __init__(self, endpoint: Endpoint, workers: Sequence[str], *, simulated: bool) -> None:
+        self._endpoint = endpoint
+        self._simulated = simulated
+        self.now: tuple[float, int] = (0.0, -1)
+        self.answered: list[str] = []
+        self.rejected: set[str] = set()
+        self.refreshing: deque[str] = deque()
+        self.messages = dict.fromkeys(workers, 0)
+        self.bytes = dict.fromkeys(workers, 0)
+
+    def send(self, dst: str, tag: str, payload: Any) -> int:
+        nbytes = self._endpoint.send(dst, tag, payload)
+        sign = -1 if tag == "reject" else 1
+        self.messages[dst] += sign
+        self.bytes[dst] += sign * nbytes
+        if tag in ("sum", "residual"):
+            self.answered.append(dst)
+        elif tag == "reject":
+            self.rejected.add(dst)
+        elif tag == "refresh":
+            self.refreshing.append(dst)
+        if self._simulated and tag in ("sum", "residual", "refresh"):
+            self._endpoint.send(dst, TAG_AT, {"time": self.now[0], "index": self.now[1]})
+        return nbytes
+
+
+def _duration_stream(rng: np.random.Generator, *, speed: float, jitter: float) -> Callable[[], float]:
+    """Iteration times of one party: Gamma with mean 1/speed and coefficient of variation `jitter`."""
+    if jitter == 0:
+        return lambda: 1.0 / speed
+    shape = 1.0 / jitter**2
+    return lambda: float(rng.gamma(shape, jitter**2 / speed))
+
+
+def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Params, schedule_seed: int,
+                    iterations: int, lam: float, bias: bool, has_test: bool, timing_rng: np.random.Generator,
+                    init_rng: np.random.Generator | None = None, model: LocalModel | None = None,
+                    theta: np.ndarray | None = None, keep_snapshots: bool = False) -> dict[str, Any]:
+    """Worker ``index``: its own features and local model; it talks only to the server.
+
+    Per iteration it waits for the server's answer to its pull (``sum`` or ``residual``; ``reject``: pull
+    again; ``refresh``: send its predictions on the asked batch), steps, and pushes (:class:`PaperWorker`,
+    :class:`Worker`). Simulated clock: the answer comes with the simulated time at which it was given
+    (:data:`TAG_AT`); the worker draws its iteration time from its own timing stream and tells the server
+    when the iteration completes (:data:`TAG_DONE`) before pushing. Threads mode: it spends ``tick`` seconds
+    per drawn time unit instead and then says it completes (:data:`TAG_DONE`, time NaN). After every epoch it sends its predictions on every training and test row
+    (:data:`TAG_EVAL`). Returns its traffic counts and the flops of one row (cost model).
+    """
+    simulated = params.mode == "simulated"
+    schedule = Schedule(party.n_samples, params.batch_size, seed=schedule_seed)
+    if model is None:
+        if init_rng is None:
+            raise ValueError(f"worker {party.name!r}: needs its initialization stream or a model and theta")
+        model = make_local_model(params.local_model, n_features=party.n_features, hidden=params.hidden, bias=bias)
+        theta = model.init(init_rng)
+    link = _WorkerLink(endpoint)
+    duration = _duration_stream(timing_rng, speed=params.speeds[index], jitter=params.jitter)
+    worker: Worker | PaperWorker
+    if params.variant == "staleness_bounded":
+        worker = Worker(name=endpoint.name, X=party.X, model=model, theta=theta, link=link, schedule=schedule,
+                        eta=params.eta, lam=lam, iterations=iterations)
+        worker.keep_previous = simulated
+        answers: tuple[str, ...] = ("residual", "refresh")
+    else:
+        worker = PaperWorker(name=endpoint.name, X=party.X, model=model, theta=theta, link=link,
+                             schedule=schedule, eta=params.eta, lam=lam, iterations=iterations,
+                             warmup=schedule.n_batches if params.warmup == "sync" else 0,
+                             send_init=params.warmup == "x0")
+        answers = ("labels", "sum", "residual", "reject")
+    start = time.perf_counter()
+    snapshots: list[np.ndarray] = []
+    outstanding: tuple[float, int] | None = None  # the simulated event of the last completion
+    worker.start()
+    while not worker.done:
+        tag, payload = endpoint.recv_first(SERVER, answers)
+        if tag == "labels":
+            worker.handle(SERVER, tag, payload)
+            continue
+        if tag == "reject":
+            worker.handle(SERVER, tag, payload)
+            if not simulated:
+                time.sleep(max(params.tick, 1e-4))  # back off; simulated, the server reads it at its next event
+            worker.retry()
+            continue
+        at = endpoint.recv(SERVER, TAG_AT) if simulated else None
+        if tag == "refresh":
+            # On the simulated clock the request may belong to an event before the last completion, which
+            # the server has not processed yet: then it gets the parameters before that step.
+            previous = at is not None and outstanding is not None and (at["time"], at["index"]) < outstanding
+            cast(Worker, worker).refresh(payload["clock"], previous=previous)
+            continue
+        worker.handle(SERVER, tag, payload)
+        if at is not None:
+            now = at["time"] + duration()
+            endpoint.send(SERVER, TAG_DONE, {"time": now})
+            outstanding = (now, index)
+        else:
+            now = float("nan")
+            if params.tick > 0:
+                time.sleep(params.tick * duration())  # the emulated compute time of an uneven party
+            endpoint.send(SERVER, TAG_DONE, {"time": now})  # the server takes completions as they arrive
+        worker.complete()
+        endpoint.next_round()
+        if worker.clock % schedule.n_batches == 0:
+            scores = {"train": worker.model.forward(worker.theta, party.X)[0],
+                      "sqnorm": float(np.dot(worker.theta, worker.theta)), "sim_time": now,
+                      "seconds": time.perf_counter() - start}
+            if has_test:
+                scores["test"] = worker.model.forward(worker.theta, party.X_test)[0]
+            endpoint.send(SERVER, TAG_EVAL, scores)
+            if keep_snapshots:
+                snapshots.append(worker.theta.copy())
+    out: dict[str, Any] = {"messages": link.messages, "bytes": link.bytes,
+                           "flops_per_row": _flops_per_row(params.local_model, party.X, params.hidden)}
+    if keep_snapshots:
+        out["snapshots"] = snapshots
+    return out
+
+
+def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], params: Params,
+                    schedule_seed: int, iterations: int, lam: float, has_test: bool) -> dict[str, Any]:
+    """The parameter server, run by the label holder: :class:`PaperServer` or :class:`Server` on its own data.
+
+    Simulated clock, a conservative discrete-event simulation: every worker the server has answered is
+    computing, and tells when its iteration completes (:data:`TAG_DONE`); the server processes the earliest
+    completion (ties: the lower worker index) only once it holds the completion time of every computing
+    worker, so the order of events, and every number, is fixed by the seeds. Processing worker j's
+    completion: its push (and next pull), then the refresh answers in the order they were asked for, then one
+    retry pull of every worker rejected before (in worker order). Threads mode: the same steps, the workers'
+    completions taken in the order their :data:`TAG_DONE` arrive (real timing on a concurrent transport); the
+    staleness each push had (the server's clock, the most iterations any worker completed, minus the worker's)
+    is recorded. Evaluation: each epoch's scores of every worker, summed in worker order.
+    """
+    if party.y is None:
+        raise ValueError(f"party {party.name!r} runs the FDML server but holds no labels")
+    simulated = params.mode == "simulated"
+    schedule = Schedule(party.n_samples, params.batch_size, seed=schedule_seed)
+    link = _ServerLink(endpoint, workers, simulated=simulated)
+    server: Server | PaperServer
+    if params.variant == "staleness_bounded":
+        server = Server(workers=workers, labels=party.y, link=link, schedule=schedule, tau=params.tau,
+                        iterations=iterations)
+    else:
+        server = PaperServer(workers=workers, labels=party.y, link=link, schedule=schedule, tau=params.tau,
+                             iterations=iterations, warmup=schedule.n_batches if params.warmup == "sync" else 0,
+                             send_labels=params.variant == "paper", needs_init=params.warmup == "x0")
+    paper = isinstance(server, PaperServer)
+
+    def receive(src: str, tags: tuple[str, ...]) -> None:
+        tag, payload = endpoint.recv_first(src, tags)
+        server.handle(src, tag, payload)
+
+    def settle() -> None:  # refresh answers, in the order they were asked for
+        while link.refreshing:
+            k = link.refreshing.popleft()
+            server.handle(k, "alpha_refresh", endpoint.recv(k, "alpha_refresh"))
+
+    start = time.perf_counter()
+    server.start()
+    for w in workers:
+        if paper:
+            if params.warmup == "x0":
+                receive(w, ("init",))
+            receive(w, ("pull", "pull_sync"))
+        else:
+            receive(w, ("alpha",))
+    settle()
+
+    completed = dict.fromkeys(workers, 0)
+    busy: set[str] = set()
+    stamps: dict[str, float] = {}
+    scores: list[dict[str, dict[str, Any]]] = [{} for _ in range(params.epochs)]
+    observed: list[int] = []
+    floor = server.min_clock
+    while any(c < iterations for c in completed.values()):
+        busy.update(link.answered)
+        link.answered.clear()
+        computing = [i for i, w in enumerate(workers) if w in busy]
+        if not computing:
+            raise RuntimeError("fdml: the simulation stopped with unanswered pulls")
+        if simulated:
+            for i in computing:
+                if workers[i] not in stamps:
+                    stamps[workers[i]] = endpoint.recv(workers[i], TAG_DONE)["time"]
+            link.now = min((stamps[workers[i]], i) for i in computing)
+            j = link.now[1]
+            del stamps[workers[j]]
+        else:  # the first completion to arrive: real asynchrony on a concurrent transport
+            done, _, _ = endpoint.recv_any([workers[i] for i in computing], (TAG_DONE,))
+            j = workers.index(done)
+        w = workers[j]
+        busy.discard(w)
+        completed[w] += 1
+        c = completed[w]
+        if paper:
+            receive(w, ("push",))
+            if c < iterations:
+                receive(w, ("pull", "pull_sync"))
+        elif c < iterations:
+            receive(w, ("alpha",))
+        if not simulated:
+            observed.append(max(completed.values()) - c)
+        settle()
+        if c % schedule.n_batches == 0:
+            scores[c // schedule.n_batches - 1][w] = endpoint.recv(w, TAG_EVAL)
+        retrying = [k for k in workers if k in link.rejected]  # a rejected worker pulls again once per event
+        link.rejected.clear()
+        for k in retrying:
+            receive(k, ("pull",))
+        if server.min_clock > floor:  # one communication round per global iteration
+            floor = server.min_clock
+            endpoint.next_round()
+    if not server.finished:
+        raise RuntimeError("fdml: the simulation stopped with unanswered pulls")
+    seconds = time.perf_counter() - start
+
+    trace = {"delays": np.array(server.delays, dtype=np.int64).reshape(-1, 3),
+             "mean_ages": np.array(server.mean_ages, dtype=float), "refreshes": server.refreshes,
+             "rejections": server.rejections, "gaps": np.array(server.gaps, dtype=np.int64),
+             "sim_time": [[scores[e][w]["sim_time"] for e in range(params.epochs)] for w in workers],
+             "seconds": [[scores[e][w]["seconds"] for e in range(params.epochs)] for w in workers],
+             "sent": {w: (link.messages[w], link.bytes[w]) for w in workers}}
+    history = _history(party, workers, params, trace, scores, observed, schedule=schedule, lam=lam,
+                       has_test=has_test and party.y_test is not None, seconds=seconds)
+    return {"history": history, "trace": trace}
+
+
+def _history(party: Party, workers: list[str], params: Params, trace: dict[str, Any],
+             scores: list[dict[str, dict[str, Any]]], observed: list[int], *, schedule: Schedule, lam: float,
+             has_test: bool, seconds: float) -> History:
+    """The server's record of the run: per epoch the composite model's metrics from the workers' scores.
+
+    ``cost_seconds`` is left None here: it needs every worker's own traffic counts (:func:`assemble`).
+    """
+    history = History("fdml")
+    delays, mean_ages = trace["delays"], trace["mean_ages"]
+    epoch_of = delays[:, 0] // schedule.n_batches
+    train_scores = test_scores = None
+    for e in range(params.epochs):
+        parts = [scores[e][w] for w in workers]
+        train_scores = parts[0]["train"]
+        sqnorm = parts[0]["sqnorm"]
+        for p in parts[1:]:
+            train_scores = train_scores + p["train"]
+            sqnorm += p["sqnorm"]
+        record = {"epoch": e + 1,
+                  "train_objective": logistic_objective(train_scores, party.y, None, lam, sqnorm=sqnorm)}
+        if has_test:
+            test_scores = parts[0]["test"]
+            for p in parts[1:]:
+                test_scores = test_scores + p["test"]
+            test = binary_metrics(party.y_test, test_scores)
+            record.update(test_logloss=test["logloss"], test_auc=test["auc"])
+        in_epoch = epoch_of == e
+        record.update(sim_time=max(p["sim_time"] for p in parts), seconds=max(p["seconds"] for p in parts),
+                      cost_seconds=None, max_delay=int(delays[in_epoch, 2].max()),
+                      mean_delay=float(mean_ages[in_epoch].mean()))
+        history.log(**record)
+
+    objectives = [r["train_objective"] for r in history.records]
+    change = (abs(objectives[-1] - objectives[-2]) / max(abs(objectives[-1]), 1e-12) if params.epochs > 1
+              else float("inf"))
+    history.stop(converged=change <= params.tol,
+                 reason=f"ran {params.epochs} epochs; last-epoch relative change of the objective "
+                        f"{change:.3g} (tol {params.tol:g})")
+    sim_time = max(ts[-1] for ts in trace["sim_time"])  # NaN in threads mode, written as null
+    protocol_seconds = max(s[-1] for s in trace["seconds"])
+    variant_name = params.variant if len(workers) > 1 else "sgd"  # a single worker: plain mini-batch SGD
+    extra: dict[str, Any] = dict(workers=list(workers), server_at=party.name, n_batches=schedule.n_batches,
+                                 protocol=variant_name)
+    if params.variant == "staleness_bounded":
+        extra["delay_histogram"] = np.bincount(delays[:, 2], minlength=params.tau + 1).tolist()
+    else:
+        extra["warmup"] = params.warmup
+        extra["age_quantiles"] = {q: float(np.quantile(delays[:, 2], q / 100)) for q in (0, 50, 90, 100)}
+    if observed:  # threads mode: the staleness the pushes really had
+        extra["observed_staleness"] = {"histogram": np.bincount(observed).tolist(), "max": int(max(observed)),
+                                       "mean": float(np.mean(observed))}
+    history.extra.update(extra)
+    history.ledger.notes.append(
+        f"protocol {variant_name}: " + {
+            "paper": "Algorithm 1 as written; the labels were sent to every worker; no noise, nothing certified",
+            "label_private": "Algorithm 1 with residuals at the label holder; labels never sent; no noise",
+            "staleness_bounded": "model (8) with bounded staleness; labels never sent; no noise",
+            "sgd": "one worker (centralized or local baseline), nothing crosses; no noise"}[variant_name])
+    history.finish(
+        train_objective=objectives[-1], y_train=party.y, train_scores=train_scores,
+        y_test=party.y_test if has_test else None, test_scores=test_scores,
+        protocol=variant_name, sim_time=sim_time, sim_time_per_epoch=sim_time / params.epochs,
+        protocol_seconds=protocol_seconds, seconds_per_epoch=protocol_seconds / params.epochs,
+        cost_seconds=None, cost_seconds_per_epoch=None,
+        max_delay=int(delays[:, 2].max()), mean_delay=float(mean_ages.mean()),
+        refreshes=trace["refreshes"], rejections=trace["rejections"],
+        max_gap=int(trace["gaps"].max()) if trace["gaps"].size else None, workers=len(workers), lam_mean=lam)
+    return history
+
+
+def _roles(names: Sequence[str], *, server_shard: str, params: Params, n: int, schedule_seed: int,
+           timing: Sequence[np.random.Generator], biases: Sequence[bool], has_test: bool,
+           inits: Sequence[dict[str, Any]], keep_snapshots: bool = False) -> list[Role]:
+    """The workers' programs, then the server's (which loads `server_shard`, the label holder's)."""
+    iterations = params.epochs * -(-n // params.batch_size)
+    lam = mean_form_lam(params.lam, objective=params.objective, n_samples=n)
+    common = {"params": params, "schedule_seed": schedule_seed, "iterations": iterations, "lam": lam,
+              "has_test": has_test}
+    out = [Role(name, _worker_program, name, {**common, "index": j, "bias": bias, "timing_rng": g,
+                                              "keep_snapshots": keep_snapshots, **init})
+           for j, (name, bias, g, init) in enumerate(zip(names, biases, timing, inits))]
+    out.append(Role(SERVER, _server_program, server_shard, {**common, "workers": list(names)}))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# simulate: the programs on given arrays
 
 
 @dataclass
 class Trace:
-    """What a protocol run leaves for evaluation outside the protocol.
+    """What a protocol run leaves besides the History (for :func:`simulate`'s callers).
 
     Attributes
     ----------
     snapshots : list (per party) of list (per epoch) of ndarray
-        Each party's parameters when it completed each epoch.
+        Each party's parameters when it completed each epoch (returned by each worker's own program).
     sim_time : list (per party) of list (per epoch) of float
         Simulated time at which each party completed each epoch (NaN in threads mode).
     seconds : list (per party) of list (per epoch) of float
-        Wall seconds since the start at the same moments.
+        Wall seconds since the party's start at the same moments.
     delays : ndarray of int, shape (n_answers, 3)
         For every answered pull: iteration, party index, largest delay (age of a used prediction) used.
     refreshes : int
@@ -810,137 +1127,26 @@ class Trace:
     gaps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
-def _duration_stream(rng: np.random.Generator, *, speed: float, jitter: float) -> Callable[[], float]:
-    """Iteration times of one party: Gamma with mean 1/speed and coefficient of variation `jitter`."""
-    if jitter == 0:
-        return lambda: 1.0 / speed
-    shape = 1.0 / jitter**2
-    return lambda: float(rng.gamma(shape, jitter**2 / speed))
-
-
-def _run_simulated(server: Server, workers: list[Worker], mailbox: _Mailbox,
-                   durations: list[Callable[[], float]], record: Callable[[int, float], None]) -> None:
-    """Event loop on a simulated clock: deliver messages instantly, complete iterations at drawn times."""
-    roles: dict[str, Server | Worker] = {SERVER: server, **{w.name: w for w in workers}}
-    events: list[tuple[float, int]] = []
-    scheduled = [False] * len(workers)
-    now, floor = 0.0, server.min_clock
-
-    def pump() -> None:
-        while (msg := mailbox.next_message()) is not None:
-            dst, src, tag, payload = msg
-            roles[dst].handle(src, tag, payload)
-        for j, w in enumerate(workers):
-            if w.computing and not scheduled[j]:
-                scheduled[j] = True
-                heapq.heappush(events, (now + durations[j](), j))
-
-    server.start()
-    for w in workers:
-        w.start()
-    pump()
-    while events:
-        now, j = heapq.heappop(events)
-        scheduled[j] = False
-        workers[j].complete()
-        record(j, now)
-        pump()
-        # A rejected worker retries once per event (the slowest worker is never rejected, so there is
-        # always a next event while a worker waits).
-        for w in workers:
-            if w.retry_pending:
-                w.retry()
-        pump()
-        if server.min_clock > floor:  # one communication round per global iteration
-            floor = server.min_clock
-            mailbox.next_round()
-    if not server.finished:
-        raise RuntimeError("fdml: the simulation stopped with unanswered pulls")
-
-
-def _run_threads(server: Server, workers: list[Worker], mailbox: _Mailbox,
-                 durations: list[Callable[[], float]], record: Callable[[int, float], None], *,
-                 tick: float) -> None:
-    """One thread per role; a failing role stops the others and its error is re-raised here."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def guarded(body: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                body()
-            except BaseException as exc:  # re-raised in the caller's thread below
-                errors.append(exc)
-                stop.set()
-        return run
-
-    def serve() -> None:
-        floor = server.min_clock
-        while not server.finished:
-            msg = mailbox.wait(SERVER, stop)
-            if msg is None:
-                return
-            server.handle(*msg)
-            if server.min_clock > floor:
-                floor = server.min_clock
-                mailbox.next_round()
-
-    def work(j: int) -> None:
-        w = workers[j]
-        w.start()
-        while not w.done:
-            msg = mailbox.wait(w.name, stop)
-            if msg is None:
-                return
-            w.handle(*msg)
-            if w.retry_pending:
-                time.sleep(max(tick, 1e-4))  # back off, then retry the rejected pull
-                w.retry()
-            if w.computing:
-                # The emulated compute time; refresh requests are answered meanwhile (with the parameters
-                # before this step), as the simulated clock assumes.
-                deadline = time.perf_counter() + tick * durations[j]() if tick > 0 else 0.0
-                while (left := deadline - time.perf_counter()) > 0:
-                    msg = mailbox.wait(w.name, stop, timeout=left)
-                    if msg is not None:
-                        w.handle(*msg)
-                if stop.is_set():
-                    return
-                w.complete()
-                record(j, float("nan"))
-
-    server.start()
-    threads = [threading.Thread(target=guarded(serve), name=SERVER)]
-    threads += [threading.Thread(target=guarded(lambda j=j: work(j)), name=w.name)
-                for j, w in enumerate(workers)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        raise errors[0]
-
-
 def simulate(names: Sequence[str], Xs: Sequence[Matrix], y01: np.ndarray, *, models: Sequence[LocalModel],
              thetas: Sequence[np.ndarray], schedule: Schedule, params: Params, network: Network,
              rng: np.random.Generator) -> Trace:
-    """Run the FDML protocol: one worker per feature block plus the server, over `network`.
+    """Run the FDML role programs on given arrays: one worker per feature block plus the server.
 
     Parameters
     ----------
     names : sequence of str
         The workers' network addresses (the network also has :data:`SERVER`).
     Xs : sequence of matrices
-        Each worker's training features (same rows, aligned).
+        Each worker's training features (same rows, aligned); each becomes that worker's shard.
     y01 : ndarray
-        Training labels, held by the server (run by the label holder).
+        Training labels: the server's shard.
     models, thetas : sequences
         Each worker's local model and initial parameters.
     schedule : Schedule
-        The shared batch schedule.
+        The shared batch schedule (its seed is what the roles share).
     params : Params
-        tau, eta, lam and objective (n is the schedule's), epochs, speeds (already one per worker), jitter,
-        mode and tick are used.
+        variant, warmup, tau, eta, lam and objective (n is the schedule's), epochs, speeds (already one per
+        worker), jitter, mode and tick are used.
     network : Network
         Carries every message.
     rng : numpy.random.Generator
@@ -954,62 +1160,23 @@ def simulate(names: Sequence[str], Xs: Sequence[Matrix], y01: np.ndarray, *, mod
     m = len(names)
     if not len(Xs) == len(models) == len(thetas) == len(params.speeds) == m:
         raise ValueError(f"need one X, model, theta and speed per worker ({m} workers)")
-    iterations = params.epochs * schedule.n_batches
-    lam = mean_form_lam(params.lam, objective=params.objective, n_samples=schedule.n)
-    mailbox = _Mailbox(network, threaded=params.mode == "threads")
-    server: Server | PaperServer
-    workers: list[Worker] | list[PaperWorker]
-    if params.variant == "staleness_bounded":
-        server = Server(workers=names, labels=y01, link=_Link(mailbox, SERVER), schedule=schedule.copy(),
-                        tau=params.tau, iterations=iterations)
-        workers = [Worker(name=name, X=X, model=model, theta=theta, link=_Link(mailbox, name),
-                          schedule=schedule.copy(), eta=params.eta, lam=lam, iterations=iterations)
-                   for name, X, model, theta in zip(names, Xs, models, thetas)]
-    else:
-        warmup = schedule.n_batches if params.warmup == "sync" else 0
-        server = PaperServer(workers=names, labels=y01, link=_Link(mailbox, SERVER), schedule=schedule.copy(),
-                             tau=params.tau, iterations=iterations, warmup=warmup,
-                             send_labels=params.variant == "paper", needs_init=params.warmup == "x0")
-        workers = [PaperWorker(name=name, X=X, model=model, theta=theta, link=_Link(mailbox, name),
-                               schedule=schedule.copy(), eta=params.eta, lam=lam, iterations=iterations,
-                               warmup=warmup, send_init=params.warmup == "x0")
-                   for name, X, model, theta in zip(names, Xs, models, thetas)]
-    durations = [_duration_stream(g, speed=s, jitter=params.jitter)
-                 for g, s in zip(rng.spawn(m), params.speeds)]
-    snapshots: list[list[np.ndarray]] = [[] for _ in range(m)]
-    sim_time: list[list[float]] = [[] for _ in range(m)]
-    seconds: list[list[float]] = [[] for _ in range(m)]
-    start = time.perf_counter()
-
-    def record(j: int, now: float) -> None:
-        # Evaluation is outside the protocol: the simulator notes each party's parameters at its epoch ends.
-        if workers[j].clock % schedule.n_batches == 0:
-            snapshots[j].append(workers[j].theta.copy())
-            sim_time[j].append(now)
-            seconds[j].append(time.perf_counter() - start)
-
-    if params.mode == "threads":
-        _run_threads(server, workers, mailbox, durations, record, tick=params.tick)
-    else:
-        _run_simulated(server, workers, mailbox, durations, record)
-    return Trace(snapshots=snapshots, sim_time=sim_time, seconds=seconds,
-                 delays=np.array(server.delays, dtype=np.int64).reshape(-1, 3), refreshes=server.refreshes,
-                 mean_ages=np.array(server.mean_ages, dtype=float), rejections=server.rejections,
-                 gaps=np.array(server.gaps, dtype=np.int64))
+    ids = np.arange(schedule.n).astype(str)
+    shards = {name: Party(name=name, columns=tuple(f"x{i}" for i in range(X.shape[1])), ids=ids, X=X)
+              for name, X in zip(names, Xs)}
+    shards[SERVER] = Party(name=SERVER, columns=(), ids=ids, X=np.zeros((schedule.n, 0)), y=y01)
+    roles = _roles(names, server_shard=SERVER, params=params, n=schedule.n, schedule_seed=schedule.seed,
+                   timing=rng.spawn(m), biases=[False] * m, has_test=False,
+                   inits=[{"model": model, "theta": theta} for model, theta in zip(models, thetas)],
+                   keep_snapshots=True)
+    results = runtime.run_inprocess(roles, network, shards)
+    trace = results[SERVER]["trace"]
+    return Trace(snapshots=[results[name]["snapshots"] for name in names], sim_time=trace["sim_time"],
+                 seconds=trace["seconds"], delays=trace["delays"], refreshes=trace["refreshes"],
+                 mean_ages=trace["mean_ages"], rejections=trace["rejections"], gaps=trace["gaps"])
 
 
 # ---------------------------------------------------------------------------------------------------------
 # entry points
-
-
-@dataclass(frozen=True)
-class _Block:
-    """One worker's data: address, training and test features, and whether its model has the intercept."""
-
-    name: str
-    X: Matrix
-    X_test: Matrix | None
-    bias: bool
 
 
 def _hstack(mats: Sequence[Matrix]) -> Matrix:
@@ -1026,16 +1193,18 @@ def _worker_names(parties: Sequence[Party], features: str) -> list[str]:
     return [POOLED]
 
 
-def _blocks(parties: Sequence[Party], features: str) -> list[_Block]:
-    """The workers: the parties (split), the label holder alone (local), or one pooled block (all)."""
+def _run_parties(parties: Sequence[Party], features: str) -> list[Party]:
+    """The workers' shards: the parties (split), the label holder alone (local), or, for the centralized
+    baseline (all), every party's columns pooled in one place before the run, as that baseline assumes."""
     holder = label_holder(list(parties))
     if features == "split":
-        return [_Block(p.name, p.X, p.X_test, p.is_label_holder) for p in parties]
+        return list(parties)
     if features == "local":
-        return [_Block(holder.name, holder.X, holder.X_test, True)]
+        return [holder]
     tests = [p.X_test for p in parties]
-    return [_Block(POOLED, _hstack([p.X for p in parties]),
-                   None if any(T is None for T in tests) else _hstack(tests), True)]
+    return [Party(name=POOLED, columns=tuple(c for p in parties for c in p.columns), ids=holder.ids,
+                  X=_hstack([p.X for p in parties]), y=holder.y, test_ids=holder.test_ids,
+                  X_test=None if any(T is None for T in tests) else _hstack(tests), y_test=holder.y_test)]
 
 
 def network_for(parties: Sequence[Party], params: Params, *, rng: np.random.Generator,
@@ -1044,55 +1213,100 @@ def network_for(parties: Sequence[Party], params: Params, *, rng: np.random.Gene
     return Network([*_worker_names(parties, params.features), SERVER], capture=capture)
 
 
-def _scores(models: Sequence[LocalModel], thetas: Sequence[np.ndarray], Xs: Sequence[Matrix]) -> np.ndarray:
-    """Decision scores of the composite model: the sum of the local predictions."""
-    total = models[0].forward(thetas[0], Xs[0])[0]
-    for model, theta, X in zip(models[1:], thetas[1:], Xs[1:]):
-        total = total + model.forward(theta, X)[0]
-    return total
-
-
 def _flops_per_row(model_kind: str, X: Matrix, hidden: int) -> float:
     """Floating-point operations of one row's forward and backward pass (the cost model's compute)."""
     d = X.nnz / X.shape[0] if sp.issparse(X) else X.shape[1]
     return 4.0 * d if model_kind == "lr" else 6.0 * (d + 1) * hidden
 
 
-def _cost_per_iteration(blocks: Sequence[_Block], names: Sequence[str], network: Network, params: Params, *,
+def _cost_per_iteration(reports: Sequence[dict[str, Any]], sent: Sequence[tuple[int, int]], params: Params, *,
                         iterations: int) -> float:
     """Seconds per iteration under the cost model: the slowest worker's compute plus its traffic.
 
     Worker j's iteration costs ``flops_j / flop_rate`` plus, amortized over the run, ``latency`` per message
     it sent or received and its bytes / ``bandwidth`` (one-off messages such as the labels included; rejected
-    pulls and their retries excluded, the reject standing in for the retried pull's size). The
-    parties iterate in lock step in this model, so the per-iteration time is the maximum over workers; a
-    single worker (centralized, local) has no messages. The constants are parameters, not measurements.
+    pulls and their retries excluded, the reject standing in for the retried pull's size). Each worker counts
+    what it sent, the server what it sent to each worker (a reject as minus one). The parties iterate in lock
+    step in this model, so the per-iteration time is the maximum over workers; a single worker (centralized,
+    local) has no messages. The constants are parameters, not measurements.
     """
-    single = len(blocks) == 1  # all data in one place: nothing needs to cross
-    count = dict.fromkeys(names, 0)
-    nbytes = dict.fromkeys(names, 0)
-    for msg in network.messages:
-        # A rejected pull and its retry are waiting, which the clock-gap rule imposes and a lock-step model
-        # already contains: one pull per iteration is priced.
-        if msg.tag == "reject":
-            count[msg.dst] -= 1
-            nbytes[msg.dst] -= msg.nbytes
-            continue
-        for role in (msg.src, msg.dst):
-            if role in count:
-                count[role] += 1
-                nbytes[role] += msg.nbytes
+    single = len(reports) == 1  # all data in one place: nothing needs to cross
     costs = []
-    for b, name in zip(blocks, names):
-        flops = params.batch_size * _flops_per_row(params.local_model, b.X, params.hidden)
-        comm = 0.0 if single else (count[name] * params.latency + nbytes[name] / params.bandwidth) / iterations
+    for report, (to_count, to_bytes) in zip(reports, sent):
+        flops = params.batch_size * report["flops_per_row"]
+        count, nbytes = report["messages"] + to_count, report["bytes"] + to_bytes
+        comm = 0.0 if single else (count * params.latency + nbytes / params.bandwidth) / iterations
         costs.append(flops / params.flop_rate + comm)
     return max(costs)
 
 
+def _public_workers(public: Public, features: str) -> list[str]:
+    if features == "split":
+        return public.names
+    if features == "local":
+        return [public.label_holders[0]]
+    if public.names != [POOLED]:
+        raise ValueError(f"features: all runs on the pooled columns of every party (shard {POOLED!r}, built "
+                         f"by fdml.fit before the run); got parties {public.names}")
+    return [POOLED]
+
+
+def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network | None = None
+          ) -> list[Role]:
+    """One program per worker (its own shard) and the server's (the label holder's shard).
+
+    From `rng`, as the sample coordinator: the schedule's seed, then one timing stream per worker and each
+    worker's initialization stream.
+    """
+    if public.evaluator is not None:
+        fail("dataset", "must be vertically partitioned for fdml; it has a horizontal evaluation party "
+                        "(horizontal data)")
+    holders = public.label_holders
+    if len(holders) != 1:
+        raise ParamError(f"dataset must give labels to exactly one party, found label holders {holders}")
+    holder = public.info(holders[0])
+    names = _public_workers(public, params.features)
+    if network is not None and list(network.names) != [*names, SERVER]:
+        raise ValueError(f"network addresses {network.names} do not match the run's roles {[*names, SERVER]}")
+    if params.speeds and len(params.speeds) != len(names):
+        fail("speeds", f"has {len(params.speeds)} entries but the run has {len(names)} workers {names}")
+    # One worker (centralized, local) is standard mini-batch SGD, as Table I's baselines: fresh predictions
+    # (the single-worker case of model (8)); A's epoch-old entries belong to the distributed protocol only.
+    run_params = dataclasses.replace(params, speeds=params.speeds or (1.0,) * len(names),
+                                     variant=params.variant if len(names) > 1 else "staleness_bounded")
+    schedule_rng, timing_rng, *init_rngs = rng.spawn(2 + len(names))
+    schedule_seed = int(schedule_rng.integers(2**63))
+    infos = [public.info(name) for name in names]
+    for info in infos:
+        if info.train_rows != holder.train_rows:
+            raise ValueError(f"party {info.name!r}: its training rows are not aligned with {holder.name!r}'s "
+                             f"({info.train_rows} rows, {holder.train_rows})")
+    has_test = holder.test_rows > 0 and all(info.test_rows == holder.test_rows for info in infos)
+    biases = [info.label_holder if params.features == "split" else True for info in infos]
+    return _roles(names, server_shard=holder.name, params=run_params, n=holder.train_rows,
+                  schedule_seed=schedule_seed, timing=timing_rng.spawn(len(names)), biases=biases,
+                  has_test=has_test, inits=[{"init_rng": g} for g in init_rngs])
+
+
+def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
+    """The server's History, with the cost model's seconds from every worker's own traffic counts."""
+    server = results[SERVER]
+    history: History = server["history"]
+    names = history.extra["workers"]
+    n_batches = history.extra["n_batches"]
+    sent = server["trace"]["sent"]
+    per_iteration = _cost_per_iteration([results[name] for name in names], [sent[name] for name in names],
+                                        params, iterations=params.epochs * n_batches)
+    for e, record in enumerate(history.records):
+        record["cost_seconds"] = (e + 1) * n_batches * per_iteration
+    history.final["cost_seconds"] = params.epochs * n_batches * per_iteration
+    history.final["cost_seconds_per_epoch"] = n_batches * per_iteration
+    return history
+
+
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
         evaluation: Party | None = None) -> History:
-    """Train the composite model by FDML and evaluate it after every epoch.
+    """Train the composite model by FDML and evaluate it after every epoch, in this process.
 
     Parameters
     ----------
@@ -1120,83 +1334,4 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
     if evaluation is not None:
         fail("dataset", "must be vertically partitioned for fdml; it has a horizontal evaluation party "
                         "(horizontal data)")
-    holder = label_holder(parties)
-    blocks = _blocks(parties, params.features)
-    names = [b.name for b in blocks]
-    if list(network.names) != [*names, SERVER]:
-        raise ValueError(f"network addresses {network.names} do not match the run's roles {[*names, SERVER]}")
-    if params.speeds and len(params.speeds) != len(blocks):
-        fail("speeds", f"has {len(params.speeds)} entries but the run has {len(blocks)} workers {names}")
-    speeds = params.speeds or (1.0,) * len(blocks)
-    # One worker (centralized, local) is standard mini-batch SGD, as Table I's baselines: fresh predictions
-    # (the single-worker case of model (8)); A's epoch-old entries belong to the distributed protocol only.
-    variant = params.variant if len(blocks) > 1 else "staleness_bounded"
-    run_params = dataclasses.replace(params, speeds=speeds, variant=variant)
-    params = run_params
-
-    schedule_rng, timing_rng, *init_rngs = rng.spawn(2 + len(blocks))
-    models = [make_local_model(params.local_model, n_features=b.X.shape[1], hidden=params.hidden, bias=b.bias)
-              for b in blocks]
-    thetas = [model.init(g) for model, g in zip(models, init_rngs)]
-    schedule = Schedule(holder.n_samples, params.batch_size, seed=int(schedule_rng.integers(2**63)))
-    trace = simulate(names, [b.X for b in blocks], holder.y, models=models, thetas=thetas, schedule=schedule,
-                     params=run_params, network=network, rng=timing_rng)
-
-    has_test = holder.y_test is not None and all(b.X_test is not None for b in blocks)
-    lam = mean_form_lam(params.lam, objective=params.objective, n_samples=schedule.n)  # as the workers used
-    cost_per_iteration = _cost_per_iteration(blocks, names, network, params, iterations=params.epochs *
-                                             schedule.n_batches)
-    history = History("fdml")
-    epoch_of = trace.delays[:, 0] // schedule.n_batches
-    for e in range(params.epochs):
-        thetas_e = [snaps[e] for snaps in trace.snapshots]
-        train_scores = _scores(models, thetas_e, [b.X for b in blocks])
-        record = {"epoch": e + 1,
-                  "train_objective": logistic_objective(train_scores, holder.y, np.concatenate(thetas_e),
-                                                        lam)}
-        test_scores = _scores(models, thetas_e, [b.X_test for b in blocks]) if has_test else None
-        if has_test:
-            test = binary_metrics(holder.y_test, test_scores)
-            record.update(test_logloss=test["logloss"], test_auc=test["auc"])
-        in_epoch = epoch_of == e
-        record.update(sim_time=max(ts[e] for ts in trace.sim_time), seconds=max(s[e] for s in trace.seconds),
-                      cost_seconds=(e + 1) * schedule.n_batches * cost_per_iteration,
-                      max_delay=int(trace.delays[in_epoch, 2].max()),
-                      mean_delay=float(trace.mean_ages[in_epoch].mean()))
-        history.log(**record)
-
-    objectives = [r["train_objective"] for r in history.records]
-    change = (abs(objectives[-1] - objectives[-2]) / max(abs(objectives[-1]), 1e-12) if params.epochs > 1
-              else float("inf"))
-    history.stop(converged=change <= params.tol,
-                 reason=f"ran {params.epochs} epochs; last-epoch relative change of the objective "
-                        f"{change:.3g} (tol {params.tol:g})")
-    sim_time = max(ts[-1] for ts in trace.sim_time)  # NaN in threads mode, written as null
-    seconds = max(s[-1] for s in trace.seconds)
-    variant_name = params.variant if len(blocks) > 1 else "sgd"  # a single worker: plain mini-batch SGD
-    extra: dict[str, Any] = dict(workers=names, server_at=holder.name, n_batches=schedule.n_batches,
-                                 protocol=variant_name)
-    if params.variant == "staleness_bounded":
-        extra["delay_histogram"] = np.bincount(trace.delays[:, 2], minlength=params.tau + 1).tolist()
-    else:
-        extra["warmup"] = params.warmup
-        extra["age_quantiles"] = {q: float(np.quantile(trace.delays[:, 2], q / 100))
-                                  for q in (0, 50, 90, 100)}
-    history.extra.update(extra)
-    history.ledger.notes.append(
-        f"protocol {variant_name}: " + {
-            "paper": "Algorithm 1 as written; the labels were sent to every worker; no noise, nothing certified",
-            "label_private": "Algorithm 1 with residuals at the label holder; labels never sent; no noise",
-            "staleness_bounded": "model (8) with bounded staleness; labels never sent; no noise",
-            "sgd": "one worker (centralized or local baseline), nothing crosses; no noise"}[variant_name])
-    history.finish(
-        train_objective=objectives[-1], y_train=holder.y, train_scores=train_scores,
-        y_test=holder.y_test if has_test else None, test_scores=test_scores,
-        protocol=variant_name, sim_time=sim_time, sim_time_per_epoch=sim_time / params.epochs,
-        protocol_seconds=seconds, seconds_per_epoch=seconds / params.epochs,
-        cost_seconds=params.epochs * schedule.n_batches * cost_per_iteration,
-        cost_seconds_per_epoch=schedule.n_batches * cost_per_iteration,
-        max_delay=int(trace.delays[:, 2].max()), mean_delay=float(trace.mean_ages.mean()),
-        refreshes=trace.refreshes, rejections=trace.rejections,
-        max_gap=int(trace.gaps.max()) if trace.gaps.size else None, workers=len(blocks), lam_mean=lam)
-    return history
+    return runtime.fit(sys.modules[__name__], _run_parties(parties, params.features), network, params, rng=rng)
