@@ -235,7 +235,8 @@ def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
     fig.tight_layout()
     note = (f"Staleness study: target = best final training objective x (1 + {TARGET_GAP}) = {target:.5f}. "
             "Simulated runs model the parallel wall clock (per-party speeds, random iteration times); "
-            "threads runs are one real run each under real scheduling, reported, not reproducible. Under "
+            "threads runs are one real run each under real asynchrony (every party its own process, "
+            "transport: ray, completions taken as they arrive), reported, not reproducible. Under "
             "Algorithm 1 (protocol `paper`) tau bounds the clock gap (`max clock gap`; a pull further ahead "
             "is rejected and retried), not the age of the predictions used: `max/mean age used` is "
             "t - (iteration whose post-update push filled the A entry), about an epoch after the "
