@@ -122,6 +122,33 @@ def test_paillier_sqn_same_numbers_on_ray(tmp_path):
     assert remote[1].summary()["ciphertexts"] == local[1].summary()["ciphertexts"] > 0
 
 
+def test_fdml_same_numbers_on_ray(tmp_path):
+    """Server and three workers in four processes; tau = 0 on the simulated clock is deterministic."""
+    from ppml.algorithms import fdml
+
+    parties = vertical_parties(np.random.default_rng(6))
+    params = build(fdml.Params, {"variant": "paper", "local_model": "lr", "tau": 0, "batch_size": 40,
+                                 "eta": 1.0, "lam": 1e-3, "epochs": 2}, "test")
+    assert_same_run(*run_both(fdml, parties, params, tmp_path))
+
+
+def test_fdml_threads_on_ray_is_asynchronous_within_its_bound(tmp_path):
+    """Under real asynchrony the order is the processes' own: the clock gap stays within tau and the
+    staleness the pushes really had is recorded."""
+    from ppml.algorithms import fdml
+
+    parties = vertical_parties(np.random.default_rng(7))
+    tau = 2
+    params = build(fdml.Params, {"variant": "paper", "local_model": "lr", "tau": tau, "speeds": [1, 1, 4],
+                                 "mode": "threads", "tick": 0.002, "batch_size": 40, "eta": 1.0, "lam": 1e-3,
+                                 "epochs": 2}, "test")
+    (_, _), (history, network) = run_both(fdml, parties, params, tmp_path)
+    assert history.final["max_gap"] <= tau
+    observed = history.extra["observed_staleness"]
+    assert sum(observed["histogram"]) == 3 * 2 * 6  # every push of 3 workers, 2 epochs of 6 batches
+    assert len({w["pid"] for w in network.where.values()}) == 4
+
+
 # --- faults: a party that fails, dies or never sends ends the run with an error naming it, without a hang -----
 
 
