@@ -18,11 +18,14 @@ same numbers: :func:`run_inprocess` (deterministic, the default) and :func:`ppml
 from __future__ import annotations
 
 import os
+import resource
 import socket
+import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
+from ppml.config import ParamError, fail
 from ppml.network import Network
 from ppml.parties import Party
 
@@ -83,6 +86,16 @@ class Public:
     def label_holders(self) -> list[str]:
         return [p.name for p in self.parties if p.label_holder]
 
+    def vertical_label_holder(self, algorithm: str) -> PartyInfo:
+        """The one label holder of vertical data; a ParamError naming `algorithm` for anything else."""
+        if self.evaluator is not None:
+            fail("dataset", f"must be vertically partitioned for {algorithm}; it has an evaluation party "
+                            "(horizontal data)")
+        holders = self.label_holders
+        if len(holders) != 1:
+            raise ParamError(f"dataset must give labels to exactly one party, found label holders {holders}")
+        return self.info(holders[0])
+
     @classmethod
     def from_parties(cls, parties: list[Party], evaluation: Party | None = None) -> "Public":
         def info(p: Party, name: str | None = None) -> PartyInfo:
@@ -133,8 +146,10 @@ class Role:
 
 
 def here() -> dict[str, Any]:
-    """Where this code runs: the host and process id comm.json records for every party."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    """Where this code runs: the host and process id comm.json records for every party, and the process's
+    peak resident memory so far (MiB; Linux reports it in KiB)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    return {"host": socket.gethostname(), "pid": os.getpid(), "peak_rss_mib": round(peak, 1)}
 
 
 def shards_of(parties: list[Party], evaluation: Party | None = None) -> dict[str, Party]:

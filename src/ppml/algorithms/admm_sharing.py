@@ -103,7 +103,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from ppml import runtime
-from ppml.config import ParamError, fail
+from ppml.config import fail
 from ppml.data.normalize import clip_rows
 from ppml.history import History
 from ppml.metrics import logistic_loss
@@ -614,13 +614,7 @@ def _central_program(endpoint: Endpoint, party: Party, *, order: list[str], para
 
 
 def _check_vertical(public: Public) -> str:
-    if public.evaluator is not None:
-        fail("dataset", "must be vertically partitioned for ADMM sharing; it has an evaluation party "
-                        "(horizontal data)")
-    holders = public.label_holders
-    if len(holders) != 1:
-        raise ParamError(f"dataset must give labels to exactly one party, found label holders {holders}")
-    holder = public.info(holders[0])
+    holder = public.vertical_label_holder("ADMM sharing")
     for p in public.parties:
         if p.train_rows != holder.train_rows:
             raise ValueError(f"party {p.name!r}: its training rows are not aligned with {holder.name!r}'s "

@@ -110,7 +110,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from ppml import runtime
-from ppml.config import ParamError, fail
+from ppml.config import fail
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.local import LocalModel, l2_penalty, make_local_model
@@ -1258,13 +1258,7 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
     From `rng`, as the sample coordinator: the schedule's seed, then one timing stream per worker and each
     worker's initialization stream.
     """
-    if public.evaluator is not None:
-        fail("dataset", "must be vertically partitioned for fdml; it has a horizontal evaluation party "
-                        "(horizontal data)")
-    holders = public.label_holders
-    if len(holders) != 1:
-        raise ParamError(f"dataset must give labels to exactly one party, found label holders {holders}")
-    holder = public.info(holders[0])
+    holder = public.vertical_label_holder("fdml")
     names = _public_workers(public, params.features)
     if network is not None and list(network.names) != [*names, SERVER]:
         raise ValueError(f"network addresses {network.names} do not match the run's roles {[*names, SERVER]}")
