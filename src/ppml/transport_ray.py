@@ -86,6 +86,11 @@ class _RayNetwork(Network):
                 self._expected[src] += 1
             self._cv.notify_all()
 
+    def pending(self, dst: str, src: str, tag: str) -> int:
+        """How many `tag` messages from `src` have arrived (in order) and wait to be received."""
+        with self._cv:
+            return len(self._inbox.get((src, tag), ()))
+
     def abort(self, why: str) -> None:
         with self._cv:
             self._aborted = why

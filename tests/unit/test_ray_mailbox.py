@@ -1,0 +1,83 @@
+"""The Ray transport's receiving side, without a cluster: per-pair order, arrival order, timeouts, aborts."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ppml.network import ProtocolError, encode
+from ppml.transport_ray import _RayNetwork
+
+
+def _net(timeout=1.0):
+    return _RayNetwork("b", ("a", "b", "c"), None, timeout)
+
+
+def test_overtaken_messages_are_released_in_the_order_they_were_sent():
+    net = _net()
+    net.deliver("a", "t", 2, encode("third")[0])
+    net.deliver("a", "u", 1, encode("second")[0])
+    assert net.pending("b", "a", "t") == 0  # held back: message 0 of this pair has not arrived
+    net.deliver("a", "t", 0, encode("first")[0])
+    assert net.pending("b", "a", "t") == 2 and net.pending("b", "a", "u") == 1
+    assert [net.recv_first("b", "a", ("t", "u")) for _ in range(3)] == [("t", "first"), ("u", "second"),
+                                                                      ("t", "third")]
+
+
+def test_duplicates_and_strangers_are_dropped():
+    net = _net()
+    net.deliver("a", "t", 0, encode(1)[0])
+    net.deliver("a", "t", 0, encode(99)[0])  # a duplicate of message 0
+    net.deliver("z", "t", 0, encode(5)[0])  # not a party of this run
+    net.deliver("b", "t", 0, encode(6)[0])  # not from itself either
+    net.deliver("a", "t", 1, encode(2)[0])
+    assert [net.recv("b", "a", "t"), net.recv("b", "a", "t")] == [1, 2]
+
+
+def test_recv_any_takes_messages_in_arrival_order_across_senders():
+    net = _net()
+    net.deliver("c", "done", 0, encode("c0")[0])
+    net.deliver("a", "done", 0, encode("a0")[0])
+    net.deliver("c", "done", 1, encode("c1")[0])
+    got = [net.recv_any("b", ("a", "c"), ("done",)) for _ in range(3)]
+    assert [(src, value) for src, _, value in got] == [("c", "c0"), ("a", "a0"), ("c", "c1")]
+
+
+def test_a_wait_times_out_naming_the_party_the_message_and_the_round():
+    net = _net(timeout=0.05)
+    net.next_round("b")
+    with pytest.raises(ProtocolError, match=r"'b' waited 0.05 s for 'share' from 'a' in its round 1"):
+        net.recv("b", "a", "share")
+    assert net.step == "round 1: waiting for 'share' from 'a'"
+
+
+def test_a_blocked_wait_returns_when_the_message_arrives_and_abort_ends_it():
+    net = _net(timeout=10)
+    out = []
+    waiter = threading.Thread(target=lambda: out.append(net.recv("b", "a", "t")))
+    waiter.start()
+    net.deliver("a", "t", 0, encode([1, 2])[0])
+    waiter.join(5)
+    assert out == [[1, 2]]
+
+    def wait_and_record():
+        try:
+            net.recv("b", "c", "never")
+        except ProtocolError as exc:
+            out.append(str(exc))
+
+    waiter = threading.Thread(target=wait_and_record)
+    waiter.start()
+    net.abort("party 'c' failed")
+    waiter.join(5)
+    assert out[-1] == "'b' stopped while waiting for 'never' from 'c': party 'c' failed"
+
+
+def test_corrupt_bytes_from_a_peer_are_a_wire_error():
+    from ppml.network import WireError
+
+    net = _net()
+    net.deliver("a", "t", 0, encode([1.0, "x"])[0][:-1])
+    with pytest.raises(WireError, match="truncated"):
+        net.recv("b", "a", "t")
