@@ -195,6 +195,13 @@ def _time_to_target(records: list[dict[str, Any]], target: float,
     return None, None
 
 
+def _observed(run: Run) -> str:
+    """Real asynchrony (threads mode): the staleness the pushes had, server clock minus the worker's."""
+    first = (run.history.get("runs") or [{}])[0]
+    seen = first.get("extra", {}).get("observed_staleness")
+    return "—" if not seen else f"{seen['mean']:.2f} / {seen['max']}"
+
+
 def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
     """The staleness table and figure; returns the simulated runs ordered by tau."""
     import matplotlib.pyplot as plt
@@ -209,7 +216,8 @@ def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
     target = min(finals) * (1 + TARGET_GAP)
     header = ["mode", "protocol", "tau", "speeds", "epochs", "final train objective", "epochs to target",
               "simulated time to target", "simulated time / epoch", "seconds to target", "seconds / epoch",
-              "max clock gap", "rejected pulls", "max age used", "mean age used"]
+              "max clock gap", "rejected pulls", "max age used", "mean age used", "transport",
+              "observed staleness (mean / max)"]
     rows, plot_rows = [], []
     fig, ax = plt.subplots(figsize=(6, 4))
     for run in study:
@@ -221,7 +229,8 @@ def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
                      "not reached" if epoch_hit is None else epoch_hit,
                      sim_hit, _num(run.get("sim_time_per_epoch")), sec_hit,
                      _num(run.get("seconds_per_epoch")), run.get("max_gap"), run.get("rejections"),
-                     run.get("max_delay"), _num(run.get("mean_delay"))])
+                     run.get("max_delay"), _num(run.get("mean_delay")), run.params.get("transport", "inprocess"),
+                     _observed(run)])
         if run.get("mode") == "simulated" and records:
             ax.plot([x["sim_time"] for x in records], [x["train_objective"] for x in records],
                     label=f"tau = {run.get('tau')}")
@@ -236,7 +245,9 @@ def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
     note = (f"Staleness study: target = best final training objective x (1 + {TARGET_GAP}) = {target:.5f}. "
             "Simulated runs model the parallel wall clock (per-party speeds, random iteration times); "
             "threads runs are one real run each under real asynchrony (every party its own process, "
-            "transport: ray, completions taken as they arrive), reported, not reproducible. Under "
+            "transport: ray, completions taken as they arrive; `observed staleness`: per push, the most "
+            "iterations any worker had completed minus the pushing worker's), reported, not reproducible. "
+            "Under "
             "Algorithm 1 (protocol `paper`) tau bounds the clock gap (`max clock gap`; a pull further ahead "
             "is rejected and retried), not the age of the predictions used: `max/mean age used` is "
             "t - (iteration whose post-update push filled the A entry), about an epoch after the "
