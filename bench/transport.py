@@ -5,7 +5,8 @@ sharing and FDML (logistic regression) each transport runs the protocol for a sh
 cost of one iteration (one communication round) is the difference of the wall times divided by the difference
 of the rounds, so start-up (Ray actors, shard loading) cancels out. Encrypted SGD (batch 1000, 1024- and
 2048-bit keys) has a start-up that does not cancel: key generation takes a random time (a random search for
-primes), which at a handful of iterations moved the difference by a factor of two between runs. It is timed
+primes), and with only a handful of iterations (each ~1 s) that noise and the actors' start moved the difference
+by a factor of two between runs. It is timed
 inside the run instead: the guest's own clock over the epochs after the first (key generation, the first
 epoch's one-off costs and the evaluation messages left out). Each measurement is repeated (``--repeat``) and the
 median printed with the range; Ray's per-call cost on a loaded 2-core machine varies by tens of percent.
