@@ -37,7 +37,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -161,7 +161,7 @@ def per_iteration_in_run(algorithm: str, parties: list[Party], block: dict[str, 
     return sum(r["seconds"] for r in later) / iterations
 
 
-def repeated(measure, repeat: int, *args: Any) -> tuple[float, float, float]:
+def repeated(measure: Callable[..., float], repeat: int, *args: Any) -> tuple[float, float, float]:
     """(median, min, max) of `repeat` measurements."""
     values = [measure(*args) for _ in range(repeat)]
     return float(np.median(values)), min(values), max(values)
@@ -176,7 +176,7 @@ def overhead(rng: np.random.Generator, workdir: Path, *, with_2048: bool, repeat
     fdml_parties = vertical_dense(rng, 8000, (40, 30, 30))
     paillier = vertical_dense(rng, 3000, (13, 10))  # default_credit's split
     encrypted = {"batch_size": 1000, "encrypted": True, "max_epochs": 1, "tol": 1e-12}
-    cases: list[tuple[str, Any, str, list[Party], dict[str, Any], str, int, int]] = [
+    cases: list[tuple[str, Callable[..., float], str, list[Party], dict[str, Any], str, int, int]] = [
         ("ADMM sharing (a9a split, n = 8000)", per_iteration, "admm_sharing", admm,
          {"max_epochs": 5, "tol_primal": 0.0, "tol_dual": 0.0}, "max_epochs", 5, 105),
         ("FDML LR (3 workers, n = 8000, batch 100)", per_iteration, "fdml", fdml_parties,
