@@ -20,7 +20,8 @@ matrix anywhere). The paper's own system needed about 7.8 ms per FDML LR iterati
 printed beside it.
 
 Usage: ``python bench/transport.py [--rows 10000,100000,1000000] [--repeat 3] [--skip-overhead]
-[--skip-scale] [--no-2048]``. Ratios are measured in one run on one machine; absolute seconds depend on the machine's load.
+[--skip-scale] [--no-2048]``. Ratios are measured in one run on one machine; absolute seconds depend on the
+machine's load.
 
 References
 ----------
