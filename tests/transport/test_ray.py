@@ -253,4 +253,3 @@ def test_train_stage_runs_a_block_with_transport_ray(prepared_vertical, tmp_path
             {k: v for k, v in comm_remote.items() if k not in ("transport", "parties")}
         assert len({w["pid"] for w in comm_remote["parties"].values()}) == 3
         assert len({w["pid"] for w in comm_local["parties"].values()}) == 1
-
