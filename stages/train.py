@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except ProtocolError as exc:  # a party failed, died or timed out: nothing is written
         print(f"train@{args.experiment}: {exc}", file=sys.stderr)
         return 1
-    for part in ("history", "ledger", "comm", "metrics"):  # metrics last: its presence marks a complete run
+    for part in ("history", "ledger", "comm", "run", "metrics"):  # metrics last: it marks a complete run
         write_json(f"{args.out}/{part}.json", outputs[part])
-    m = outputs["metrics"]
+    m = {**outputs["run"], **outputs["metrics"]}
     logging.info("%s: %s", args.experiment, {k: m.get(k) for k in ("status", "test_accuracy", "test_logloss",
                                                                      "test_auc", "seconds") if k in m})
     return 0

@@ -33,12 +33,14 @@ PARAMS = {
             "private_fraction": 0.0,
         },
     },
-    "experiments": {
+    "centralized_experiments": {
         "centralized-tiny": {"algorithm": "centralized", "dataset": "tiny", "lam": 0.01},
-        "local-tiny": {"algorithm": "local", "dataset": "tiny", "lam": 0.01},
         "centralized-gisette": {"algorithm": "centralized", "dataset": "gisette", "lam": 0.01},
     },
-    "encrypted_experiments": {
+    "local_experiments": {
+        "local-tiny": {"algorithm": "local", "dataset": "tiny", "lam": 0.01},
+    },
+    "paillier_sgd_experiments": {
         "paillier_sgd-tiny_gh": {"algorithm": "paillier_sgd", "dataset": "tiny_gh", "encrypted": False,
                                  "key_bits": 1024, "batch_size": 50, "max_epochs": 2},
     },
@@ -57,10 +59,15 @@ def pipeline(tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     shutil.copy(ROOT / "dvc.yaml", repo / "dvc.yaml")
     shutil.copytree(ROOT / "stages", repo / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".dvcignore", repo / ".dvcignore")
     shutil.copytree(ROOT / "src" / "ppml", repo / "src" / "ppml", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "reports" / "published", repo / "reports" / "published")
     shutil.copytree(ROOT / "data" / "user", repo / "data" / "user")
-    (repo / "params.yaml").write_text(yaml.safe_dump(PARAMS, sort_keys=False))
+    from ppml.algorithms import ALGORITHMS
+    from ppml.config import section_of_algorithm
+
+    sections = {section_of_algorithm(a): {} for a in ALGORITHMS}  # dvc.yaml has a train group per algorithm
+    (repo / "params.yaml").write_text(yaml.safe_dump({**sections, **PARAMS}, sort_keys=False))
     mirror = tmp_path_factory.mktemp("mirror")  # empty: gisette cannot be had
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
     env.update(DATA_MIRROR=str(mirror), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
@@ -78,11 +85,17 @@ def test_repro_runs_every_stage(pipeline):
     manifest = json.loads((repo / "data/prepared/tiny/manifest.json").read_text())
     assert manifest["available"] is True
     assert [p["name"] for p in manifest["parties"]] == ["party1", "party2", "party3"]
-    metrics = json.loads((repo / "reports/runs/centralized-tiny/metrics.json").read_text())
-    local = json.loads((repo / "reports/runs/local-tiny/metrics.json").read_text())
-    for key in ("algorithm", "dataset", "epochs", "converged", "train_objective", "train_logloss", "test_logloss",
-                "test_auc", "test_error", "seconds", "bytes_sent", "lam"):
-        assert key in metrics, key
+    numbers = json.loads((repo / "reports/runs/centralized-tiny/metrics.json").read_text())
+    described = json.loads((repo / "reports/runs/centralized-tiny/run.json").read_text())
+    for key in ("epochs", "train_objective", "train_logloss", "test_logloss", "test_auc", "test_error", "seconds",
+                "bytes_sent"):
+        assert key in numbers, key
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers.values()), numbers
+    for key in ("experiment", "algorithm", "dataset", "status", "converged", "lam", "transport"):
+        assert key in described and key not in numbers, key
+    metrics = {**described, **numbers}
+    local = {**json.loads((repo / "reports/runs/local-tiny/run.json").read_text()),
+             **json.loads((repo / "reports/runs/local-tiny/metrics.json").read_text())}
     assert metrics["algorithm"] == "centralized" and local["algorithm"] == "local"
     assert metrics["train_objective"] < local["train_objective"]
     privacy = json.loads((repo / "reports/privacy.json").read_text())
@@ -91,9 +104,9 @@ def test_repro_runs_every_stage(pipeline):
     claims = json.loads((repo / "reports/claims.json").read_text())
     assert any(c["id"] == "baselines-tiny-collaboration-helps" for c in claims)
     assert (repo / "reports/claims.md").exists() and (repo / "reports/tables/baselines.md").exists()
-    encrypted = json.loads((repo / "reports/runs/paillier_sgd-tiny_gh/metrics.json").read_text())
+    encrypted = json.loads((repo / "reports/runs/paillier_sgd-tiny_gh/run.json").read_text())
     assert encrypted["status"] == "ok" and encrypted["scheme"] == "plaintext"
-    assert "Running stage 'train_encrypted@paillier_sgd-tiny_gh'" in first.stdout
+    assert "Running stage 'train_paillier_sgd@paillier_sgd-tiny_gh'" in first.stdout
 
 
 def test_optional_dataset_unavailable_downstream(pipeline):
@@ -101,8 +114,8 @@ def test_optional_dataset_unavailable_downstream(pipeline):
     assert first.returncode == 0
     status = json.loads((repo / "data/raw/gisette/status.json").read_text())
     assert status["available"] is False
-    metrics = json.loads((repo / "reports/runs/centralized-gisette/metrics.json").read_text())
-    assert metrics["status"].startswith("not run: data unavailable")
+    described = json.loads((repo / "reports/runs/centralized-gisette/run.json").read_text())
+    assert described["status"].startswith("not run: data unavailable")
 
 
 def test_second_repro_is_up_to_date(pipeline):

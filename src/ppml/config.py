@@ -54,16 +54,26 @@ def section(params: Mapping[str, Any], path: str) -> Any:
     return node
 
 
-#: the sections of params.yaml that hold experiments: ``encrypted_experiments`` are the Paillier protocols,
-#: whose train stages depend only on the code those protocols run (so an edit elsewhere does not re-run an
-#: hour of 2048-bit encryption); every other experiment is in ``experiments``
-EXPERIMENT_SECTIONS = ("experiments", "encrypted_experiments")
+def section_of_algorithm(algorithm: str) -> str:
+    """The params.yaml section of the pipeline's experiments of `algorithm`: ``<algorithm>_experiments``.
+
+    Each section is one dvc.yaml stage group, ``train_<algorithm>``, whose code deps are the files that
+    algorithm imports (tools/code_deps.py), so an edit re-runs only the experiments whose code it touched.
+    """
+    return f"{algorithm}_experiments"
+
+
+def is_experiment_section(key: str) -> bool:
+    """Whether top-level key `key` of params.yaml holds experiments: one section per algorithm (the pipeline's,
+    ``<algorithm>_experiments``) and ``experiments``, which takes any algorithm, for runs outside the pipeline
+    (tests, one-off runs: no dvc.yaml group reads it)."""
+    return key == "experiments" or key.endswith("_experiments")
 
 
 def all_experiments(params: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
     """Every experiment of params.yaml as ``name -> (section, block)``; a name in two sections is an error."""
     out: dict[str, tuple[str, Any]] = {}
-    for key in EXPERIMENT_SECTIONS:
+    for key in filter(is_experiment_section, params):
         blocks = params.get(key) or {}
         if not isinstance(blocks, Mapping):
             raise ParamError(f"params: {key} must be a mapping of experiment names to blocks, got {blocks!r:.80}")
@@ -72,7 +82,7 @@ def all_experiments(params: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
                 raise ParamError(f"params: experiment {name!r} is in both {out[name][0]} and {key}")
             out[name] = (key, block)
     if not out:
-        raise ParamError(f"params: no experiments (sections {', '.join(EXPERIMENT_SECTIONS)})")
+        raise ParamError("params: no experiments (sections experiments and <algorithm>_experiments)")
     return out
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ppml.algorithms import get_algorithm, make_network
-from ppml.config import ParamError, build, check, flat_fields
+from ppml.algorithms import ALGORITHMS, get_algorithm, make_network
+from ppml.config import ParamError, build, check, flat_fields, section_of_algorithm
 from ppml.history import History
 from ppml.io import read_json
 from ppml.network import DEFAULT_TIMEOUT
@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "allow_large_delta", "transport",
               "timeout")
 
-#: the algorithms allowed in each section whose train stages list only some of the library (dvc.yaml)
-SECTION_ALGORITHMS = {"encrypted_experiments": ("paillier_sgd", "paillier_sqn")}
+#: the algorithm each pipeline section holds (its dvc.yaml train group depends only on that algorithm's code)
+SECTION_ALGORITHMS = {section_of_algorithm(a): a for a in ALGORITHMS}
 
 #: parameters that are a differential-privacy delta, checked against the records they protect
 DELTA_KEYS = ("delta", "delta_i1")
@@ -47,9 +47,13 @@ def experiment_params(name: str, block: Any, *, section: str = "experiments") ->
         if key not in block:
             raise ParamError(f"{path}.{key} is required")
     allowed = SECTION_ALGORITHMS.get(section)
-    if allowed is not None and block["algorithm"] not in allowed:
-        raise ParamError(f"{path}.algorithm must be one of {list(allowed)} in {section} (its train stages depend "
-                         f"only on their code), got {block['algorithm']!r}; put the experiment in experiments")
+    if allowed is None and section != "experiments":
+        raise ParamError(f"{section}: no algorithm {section.removesuffix('_experiments')!r} (sections are "
+                         f"experiments and <algorithm>_experiments; algorithms: {', '.join(ALGORITHMS)})")
+    if allowed is not None and block["algorithm"] != allowed:
+        raise ParamError(f"{path}.algorithm must be {allowed!r} in {section} (its train stages depend only on "
+                         f"that algorithm's code), got {block['algorithm']!r}; put the experiment in "
+                         f"{section_of_algorithm(block['algorithm'])}")
     try:
         module = get_algorithm(block["algorithm"])
     except KeyError as exc:
@@ -113,12 +117,36 @@ def unavailable_metrics(name: str, block: dict, params: Any, reason: str) -> dic
             "status": f"not run: data unavailable ({reason})", **flat_fields(params)}
 
 
+def _unavailable(name: str, block: dict, params: Any, reason: str) -> dict[str, Any]:
+    described, metrics = split_summary(unavailable_metrics(name, block, params, reason), params)
+    return {"run": described, "metrics": metrics, "history": {"runs": []}, "ledger": {"runs": []},
+            "comm": {"runs": []}}
+
+
+def split_summary(summary: dict[str, Any], params: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(run.json, metrics.json) of a run's summary.
+
+    metrics.json holds the run's numeric outcomes only, so that ``dvc metrics diff`` and ``dvc exp show``
+    list what a change moved; run.json holds what the run was: its name, algorithm, dataset, status,
+    transport, every parameter (numeric ones included, as DVC shows those from params.yaml) and every
+    non-numeric field (labels, notes, flags, lists). Readers merge the two (``{**run, **metrics}``).
+    """
+    parameters = (set(flat_fields(params)) | {"seeds"}) - set(AGGREGATED)  # FDML's `epochs` is also an outcome
+    described: dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
+    for key, value in summary.items():
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        (metrics if numeric and key not in parameters else described)[key] = value
+    return described, metrics
+
+
 def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str = "experiments"
         ) -> dict[str, Any]:
     """Run experiment `name` (of params.yaml's `section`) on the prepared data in `data_dir`.
 
-    Returns ``{"metrics", "history", "ledger", "comm"}`` ready to be written as JSON. A dataset marked
-    unavailable gives metrics with ``status: "not run: data unavailable"`` and empty other parts.
+    Returns ``{"run", "metrics", "history", "ledger", "comm"}`` ready to be written as JSON (see
+    :func:`split_summary` for what goes to ``run`` and what to ``metrics``). A dataset marked unavailable gives
+    ``status: "not run: data unavailable"`` in ``run``, no metrics and empty other parts.
     """
     from ppml.data.prepared import DataUnavailable, load_prepared
 
@@ -128,15 +156,13 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
     if not manifest.get("available", True):
         reason = manifest.get("reason", "see the download stage")
         log.warning("%s: dataset %s unavailable, not run", name, block["dataset"])
-        return {"metrics": unavailable_metrics(name, block, params, reason), "history": {"runs": []},
-                "ledger": {"runs": []}, "comm": {"runs": []}}
+        return _unavailable(name, block, params, reason)
     transport = block.get("transport", "inprocess")
     if transport == "inprocess":
         try:
             _, parties, evaluation = load_prepared(data_dir)
         except DataUnavailable as exc:
-            return {"metrics": unavailable_metrics(name, block, params, str(exc)), "history": {"runs": []},
-                    "ledger": {"runs": []}, "comm": {"runs": []}}
+            return _unavailable(name, block, params, str(exc))
     else:  # each party loads its own shard in its own process; here only the manifest's public facts
         from ppml.transport_ray import ray_cluster, run_ray
 
@@ -171,10 +197,13 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
                 history.ledger.noise_source = noise_source
             histories.append(history)
 
-    metrics = summarize(name, block, params, histories, seconds)
+    summary = summarize(name, block, params, histories, seconds)
+    summary["transport"] = transport
     if getattr(module, "DP_NOISE", False):
-        metrics["noise_source"] = noise_source
+        summary["noise_source"] = noise_source
+    described, metrics = split_summary(summary, params)
     return {
+        "run": described,
         "metrics": metrics,
         "history": {"runs": [h.to_dict() for h in histories]},
         "ledger": {"runs": [h.ledger.to_dict() for h in histories]},
@@ -183,7 +212,8 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
 
 
 def summarize(name: str, block: dict, params: Any, histories: list[History], seconds: list[float]) -> dict:
-    """metrics.json: the run's defining parameters as flat fields and its final numbers (mean over seeds)."""
+    """The run's defining parameters as flat fields and its final numbers (mean over seeds), which
+    :func:`split_summary` divides into run.json and metrics.json."""
     finals = [dict(h.final, seconds=sec) for h, sec in zip(histories, seconds)]
     metrics: dict[str, Any] = {
         "experiment": name, "algorithm": block["algorithm"], "dataset": block["dataset"], "status": "ok",

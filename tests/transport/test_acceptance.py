@@ -31,7 +31,7 @@ def _timing(key: str) -> bool:
 @pytest.mark.usefixtures("ray_cluster")
 @pytest.mark.parametrize("experiment", sorted(CASES))
 def test_pipeline_experiment_on_ray_matches_inprocess(experiment, tmp_path):
-    from ppml.config import all_experiments, load_params
+    from ppml.config import all_experiments, load_params, section_of_algorithm
     from stages.train import main
 
     params = load_params(ROOT / "params.yaml")
@@ -40,7 +40,7 @@ def test_pipeline_experiment_on_ray_matches_inprocess(experiment, tmp_path):
     if not (data / "manifest.json").is_file():
         pytest.skip(f"{data} is not prepared (run make repro first)")
     block = {**block, **CASES[experiment]}
-    section = "encrypted_experiments" if block["algorithm"].startswith("paillier") else "experiments"
+    section = section_of_algorithm(block["algorithm"])
     file = tmp_path / "params.yaml"
     file.write_text(yaml.safe_dump({"seed": params["seed"], section: {
         "inprocess": block, "ray": {**block, "transport": "ray"}}}))
@@ -49,8 +49,9 @@ def test_pipeline_experiment_on_ray_matches_inprocess(experiment, tmp_path):
         assert main(["--experiment", name, "--params", str(file), "--data", str(data),
                      "--out", str(tmp_path / name)]) == 0
         out[name] = {part: json.loads((tmp_path / name / f"{part}.json").read_text())
-                     for part in ("metrics", "comm")}
-    local, remote = out["inprocess"]["metrics"], out["ray"]["metrics"]
+                     for part in ("run", "metrics", "comm")}
+    local, remote = ({**out[name]["run"], **out[name]["metrics"]} for name in ("inprocess", "ray"))
+    assert (local.pop("transport"), remote.pop("transport")) == ("inprocess", "ray")
     differ = {k: (local.get(k), remote.get(k)) for k in set(local) | set(remote)
               if k != "experiment" and not _timing(k) and local.get(k) != remote.get(k)}
     encrypted = block.get("encrypted", False)

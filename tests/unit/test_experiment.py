@@ -37,13 +37,13 @@ def test_seeded_noise_repeats_and_is_labelled(prepared):
     a = run("pp-toy", block(), prepared, seed=7)
     b = run("pp-toy", block(), prepared, seed=7)
     assert a["history"] == b["history"]
-    assert a["ledger"]["runs"][0]["noise_source"] == "seeded" and a["metrics"]["noise_source"] == "seeded"
+    assert a["ledger"]["runs"][0]["noise_source"] == "seeded" and a["run"]["noise_source"] == "seeded"
 
 
 def test_os_noise_differs_run_to_run_and_is_labelled(prepared):
     a = run("pp-toy", block(noise_source="os"), prepared, seed=7)
     b = run("pp-toy", block(noise_source="os"), prepared, seed=7)
-    assert a["ledger"]["runs"][0]["noise_source"] == "os" and a["metrics"]["noise_source"] == "os"
+    assert a["ledger"]["runs"][0]["noise_source"] == "os" and a["run"]["noise_source"] == "os"
     assert a["history"]["runs"][0]["final"] != b["history"]["runs"][0]["final"]
     # the same graph: only the noise is fresh
     assert a["comm"] == b["comm"]
@@ -67,7 +67,7 @@ def test_delta_must_be_below_one_over_n(prepared):
     with pytest.raises(ParamError, match=r"experiments\.pp-toy\.delta_i1 must be below 1/n"):
         run("pp-toy", block(delta_i1=0.01), prepared, seed=1)
     out = run("pp-toy", block(delta=0.01, allow_large_delta=True), prepared, seed=1)
-    assert out["metrics"]["status"] == "ok"
+    assert out["run"]["status"] == "ok"
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "inf", 10**400,
@@ -96,23 +96,24 @@ def test_train_stage_reports_a_mismatch_in_one_line(prepared, tmp_path, capsys):
     assert not out.exists()
 
 
-def test_encrypted_section_takes_only_the_paillier_protocols():
-    with pytest.raises(ParamError, match=r"encrypted_experiments\.e\.algorithm must be one of \['paillier_sgd', "
-                                         r"'paillier_sqn'\] in encrypted_experiments .*got 'pp_admm'"):
-        experiment_params("e", block(), section="encrypted_experiments")
+def test_an_algorithm_section_takes_only_its_algorithm():
+    with pytest.raises(ParamError, match=r"paillier_sgd_experiments\.e\.algorithm must be 'paillier_sgd' in "
+                                         r"paillier_sgd_experiments .*got 'pp_admm'; put the experiment in "
+                                         r"pp_admm_experiments"):
+        experiment_params("e", block(), section="paillier_sgd_experiments")
     _, params, _ = experiment_params("e", {"algorithm": "paillier_sgd", "dataset": "d", "encrypted": False},
-                                     section="encrypted_experiments")
+                                     section="paillier_sgd_experiments")
     assert params.batch_size > 0
 
 
 def test_all_experiments_joins_the_sections():
     from ppml.config import all_experiments
 
-    params = {"experiments": {"a": {"algorithm": "local"}}, "encrypted_experiments": {"b": {}}}
+    params = {"experiments": {"a": {"algorithm": "local"}}, "fdml_experiments": {"b": {}}}
     assert all_experiments(params) == {"a": ("experiments", {"algorithm": "local"}),
-                                       "b": ("encrypted_experiments", {})}
-    with pytest.raises(ParamError, match="experiment 'a' is in both experiments and encrypted_experiments"):
-        all_experiments({"experiments": {"a": {}}, "encrypted_experiments": {"a": {}}})
+                                       "b": ("fdml_experiments", {})}
+    with pytest.raises(ParamError, match="experiment 'a' is in both experiments and fdml_experiments"):
+        all_experiments({"experiments": {"a": {}}, "fdml_experiments": {"a": {}}})
     with pytest.raises(ParamError, match="no experiments"):
         all_experiments({"experiments": {}})
 

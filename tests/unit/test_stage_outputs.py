@@ -72,7 +72,7 @@ def _tenth_metrics(project: Path) -> Path:
     return project / "reports" / "runs" / tenth / "metrics.json"
 
 
-@pytest.mark.parametrize("problem", ["corrupt", "mismatch", "not an object"])
+@pytest.mark.parametrize("problem", ["corrupt", "mismatch", "not an object", "missing key", "string number"])
 def test_bad_tenth_metrics_fails_naming_the_file_and_leaves_outputs(project, problem, capsys):
     report = _stage("report")
     assert report.main(_args(project)) == 0
@@ -84,6 +84,11 @@ def test_bad_tenth_metrics_fails_naming_the_file_and_leaves_outputs(project, pro
         path.write_text('{"experiment": "local-d4", "test_logloss": ')
     elif problem == "mismatch":
         path.write_text(json.dumps(_metrics("local-d3", "local", "d4", 0.5)))
+    elif problem == "missing key":
+        path.write_text(json.dumps({k: v for k, v in _metrics("local-d4", "local", "d4", 0.5).items()
+                                    if k != "test_logloss"}))
+    elif problem == "string number":
+        path.write_text(json.dumps({**_metrics("local-d4", "local", "d4", 0.5), "test_logloss": "0.5"}))
     else:
         path.write_text("[1, 2]")
     capsys.readouterr()
@@ -92,6 +97,8 @@ def test_bad_tenth_metrics_fails_naming_the_file_and_leaves_outputs(project, pro
     assert len(err.splitlines()) == 1 and str(path) in err, err
     if problem == "mismatch":
         assert "'local-d3'" in err and "'local-d4'" in err
+    if problem in ("missing key", "string number"):
+        assert "test_logloss" in err
     assert _snapshot(project / "reports") == before
     assert not list((project / "reports").glob(f"{PREFIX}*"))
 

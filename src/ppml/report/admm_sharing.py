@@ -197,7 +197,7 @@ def _loss_vs_epoch(runs: Runs, out: ReportOutput, dataset: str) -> None:
     central = baseline_run(runs, dataset, "centralized")
     hlines = [("centralized optimum", central.metrics["train_objective"])] if central is not None else []
     name = f"admm_sharing-{dataset}-loss_vs_epoch"
-    out.plot_data(name, rows)
+    out.plot_data(name, rows, series=("method",))
     _plot(out, name, title=f"{dataset}: training objective (Fig. 1a/2a)", xlabel="epoch",
           ylabel="f(w) = mean log loss + λ/2‖w‖²", lines=lines, hlines=hlines)
 
@@ -212,7 +212,7 @@ def _test_logloss_vs_epoch(out: ReportOutput, dataset: str, sweep: list[tuple[fl
             rows += [{"sigma": sigma, "epoch": r["epoch"], "test_logloss": r["test_logloss"]} for r in recs]
     if lines:
         name = f"admm_sharing-{dataset}-test_logloss_vs_epoch"
-        out.plot_data(name, rows)
+        out.plot_data(name, rows, series=("sigma",))
         _plot(out, name, title=f"{dataset}: test log loss per noise level (Fig. 1b/2b)", xlabel="epoch",
               ylabel="test log loss", lines=lines)
 
@@ -239,7 +239,7 @@ def _test_logloss_vs_sigma(runs: Runs, out: ReportOutput, dataset: str,
             refs.append((algorithm, run.metrics["test_logloss"]))
     rows += [{"sigma": s, "test_logloss": v, "model": label} for label, v in refs for s in sigmas]
     name = f"admm_sharing-{dataset}-test_logloss_vs_sigma"
-    out.plot_data(name, rows)
+    out.plot_data(name, rows, series=("model",))
     _plot(out, name, title=f"{dataset}: final test log loss vs noise (Fig. 3)",
           xlabel="noise σ", ylabel="test log loss", lines=lines, hlines=refs, logx=True)
 

@@ -163,9 +163,15 @@ class ReportOutput:
     def table(self, name: str, markdown: str) -> Path:
         return self.text(f"tables/{name}.md", markdown)
 
-    def plot_data(self, name: str, rows: list[dict[str, Any]]) -> Path:
-        """Long-format rows for ``dvc plots`` (one CSV per figure)."""
+    def plot_data(self, name: str, rows: list[dict[str, Any]], *, series: tuple[str, ...] = ()) -> Path:
+        """Long-format rows for ``dvc plots`` (one CSV per figure; dvc.yaml's top-level ``plots`` names x and y).
+
+        `series` names the columns that tell one line from another; their values, joined, become a ``series``
+        column, which the project's DVC templates (.dvc/plots/) colour by.
+        """
         path = self.plots_dir / "data" / f"{name}.csv"
+        if series:
+            rows = [{"series": " / ".join(str(row.get(c, "")) for c in series), **row} for row in rows]
         columns: list[str] = []
         for row in rows:
             columns.extend(k for k in row if k not in columns)
@@ -208,6 +214,31 @@ class ReportInputError(ValueError):
     """A report input (metrics, history or privacy file) is unreadable or malformed; the message names it."""
 
 
+#: fields a run's metrics give as numbers (or null where a run cannot have them, e.g. AUC of one class)
+NUMERIC_FIELDS = ("train_objective", "train_logloss", "train_error", "test_logloss", "test_auc", "test_error",
+                  "test_accuracy", "epochs", "seconds", "bytes_sent", "messages", "majority_error")
+
+
+class RunFields(dict):
+    """A run's merged run.json and metrics.json: a field a report needs but the run lacks is a
+    :class:`ReportInputError` naming the files, not a bare ``KeyError``."""
+
+    def __init__(self, fields: dict[str, Any], source: str) -> None:
+        super().__init__(fields)
+        self.source = source
+
+    def __missing__(self, key: str) -> Any:
+        raise ReportInputError(f"{self.source}: no field {key!r} (re-run the train stage of this experiment)")
+
+
+def check_numeric(fields: dict[str, Any], source: str) -> None:
+    """Each of :data:`NUMERIC_FIELDS` present in `fields` is a number or null; else a ReportInputError."""
+    for key in NUMERIC_FIELDS:
+        value = fields.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ReportInputError(f"{source}: {key} must be a number, got {value!r}")
+
+
 def read_object(path: str | Path) -> dict[str, Any]:
     """A JSON object from `path`; any problem is a one-line :class:`ReportInputError` naming the file."""
     path = Path(path)
@@ -241,7 +272,10 @@ def read_privacy(path: str | Path) -> dict[str, Any]:
 
 def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
               privacy: dict[str, Any] | None = None) -> Runs:
-    """Read reports/runs/<name>/{metrics,history}.json for every experiment in params.
+    """Read reports/runs/<name>/{run,metrics,history}.json for every experiment in params.
+
+    A run's ``metrics`` are its run.json (name, algorithm, status, parameters, labels) and its metrics.json
+    (numbers) merged; runs written before the split have everything in metrics.json.
 
     A file that cannot be read or parsed, or a metrics.json whose ``experiment`` is not its run directory's
     name, raises :class:`ReportInputError` naming the file.
@@ -255,7 +289,11 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
             metrics = {**block, "experiment": name, "status": f"not run: train@{name} has not run yet"}
             out.append(Run(name=name, params=dict(block), metrics=metrics))
             continue
-        metrics = read_object(metrics_path)
+        run_path = runs_dir / name / "run.json"  # what the run was; metrics.json holds its numbers
+        source = f"{run_path} + {metrics_path.name}" if run_path.exists() else str(metrics_path)
+        metrics = RunFields({**(read_object(run_path) if run_path.exists() else {}), **read_object(metrics_path)},
+                            source)
+        check_numeric(metrics, source)
         if metrics.get("experiment") != name:
             raise ReportInputError(f"{metrics_path}: experiment is {metrics.get('experiment')!r} but the run "
                                    f"directory is {name!r}")

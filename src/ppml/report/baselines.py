@@ -106,7 +106,7 @@ def _figure(runs: Runs, datasets: list[str], out: ReportOutput) -> None:
             run = runs.one(algorithm=algorithm, dataset=ds)
             if run is not None and run.available:
                 rows.append({"dataset": ds, "algorithm": algorithm, "test_logloss": run.metrics["test_logloss"]})
-    out.plot_data("baselines_test_logloss", rows)
+    out.plot_data("baselines_test_logloss", rows, series=("algorithm",))
     fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(datasets)), 3.2))
     for k, algorithm in enumerate(("centralized", "local")):
         xs = [i + 0.38 * k for i, ds in enumerate(datasets) for r in rows

@@ -74,7 +74,7 @@ def _wanted(path: str) -> bool:
         return True
     if path.startswith(_RUNS):
         parts = path[len(_RUNS):].split("/")
-        return len(parts) == 2 and parts[1] == "metrics.json"
+        return len(parts) == 2 and parts[1] in ("metrics.json", "run.json")
     return path.startswith(_TABLES) and path.endswith(".md") and "/" not in path[len(_TABLES):]
 
 
@@ -136,10 +136,15 @@ def load(repo: str | Path, revs: list[str]) -> list[Snapshot]:
             elif path == _PRIVACY:
                 entries = _json(rev, path, data).get("runs", [])
                 snap.privacy = {e["name"]: e for e in entries if isinstance(e, dict) and "name" in e}
-            elif path.startswith(_RUNS):
-                metrics = _json(rev, path, data)
-                if isinstance(metrics, dict):
-                    snap.runs[path[len(_RUNS):].split("/")[0]] = metrics
+            elif path.startswith(_RUNS):  # run.json (what the run was) and metrics.json, merged per run
+                fields = _json(rev, path, data)
+                if isinstance(fields, dict):
+                    name = path[len(_RUNS):].split("/")[0]
+                    run = snap.runs.setdefault(name, {})
+                    if path.endswith("/run.json"):
+                        snap.runs[name] = {**fields, **run}
+                    else:
+                        run.update(fields)
             else:
                 snap.tables[path[len(_TABLES):-len(".md")]] = data.decode(errors="replace")
         snaps.append(snap)

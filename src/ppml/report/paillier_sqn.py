@@ -238,7 +238,7 @@ def _curves(table: dict, out: ReportOutput) -> None:
             if ax.has_data():
                 ax.legend()
     fig.tight_layout()
-    out.plot_data("paillier_sqn_loss", rows)
+    out.plot_data("paillier_sqn_loss", rows, series=("dataset", "batch_size", "method"))
     out.figure("paillier_sqn_loss", fig)
 
 
