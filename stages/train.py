@@ -12,6 +12,7 @@ import sys
 from threadpoolctl import threadpool_limits
 
 from ppml.config import ParamError, all_experiments, load_params, section
+from ppml.data.prepared import ShardError
 from ppml.experiment import run
 from ppml.io import write_json
 from ppml.network import ProtocolError
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         # 2-core machine, and a fixed thread count keeps floating-point results repeatable run to run.
         with threadpool_limits(limits=1):
             outputs = run(args.experiment, block, args.data, seed=seed, section=where)
-    except (ParamError, FileNotFoundError) as exc:
+    except (ParamError, FileNotFoundError, ShardError) as exc:  # bad input: params, missing or damaged shards
         print(f"train@{args.experiment}: {exc}", file=sys.stderr)
         return 2
     except ProtocolError as exc:  # a party failed, died or timed out: nothing is written

@@ -14,7 +14,7 @@ from ppml.algorithms import ALGORITHMS, get_algorithm, make_network
 from ppml.config import ParamError, build, check, flat_fields, section_of_algorithm
 from ppml.history import History
 from ppml.io import read_json
-from ppml.network import DEFAULT_TIMEOUT
+from ppml.network import DEFAULT_TIMEOUT, MAX_TIMEOUT
 from ppml.privacy.noise import NOISE_SOURCES, run_generator
 from ppml.runtime import TRANSPORTS, Public
 
@@ -72,7 +72,7 @@ def experiment_params(name: str, block: Any, *, section: str = "experiments") ->
     timeout = block.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise ParamError(f"{path}.timeout must be a number of seconds, got {timeout!r}")
-    check(f"{path}.timeout", float(timeout), gt=0)
+    check(f"{path}.timeout", float(timeout), gt=0, le=MAX_TIMEOUT)
     if not isinstance(block.get("allow_large_delta", False), bool):
         raise ParamError(f"{path}.allow_large_delta must be true or false, got {block['allow_large_delta']!r}")
     params = build(module.Params, block, path, ignore=STAGE_KEYS)
@@ -216,7 +216,9 @@ def summarize(name: str, block: dict, params: Any, histories: list[History], sec
     :func:`split_summary` divides into run.json and metrics.json."""
     finals = [dict(h.final, seconds=sec) for h, sec in zip(histories, seconds)]
     metrics: dict[str, Any] = {
-        "experiment": name, "algorithm": block["algorithm"], "dataset": block["dataset"], "status": "ok",
+        "experiment": name, "algorithm": block["algorithm"], "dataset": block["dataset"],
+        # a seed whose own final record says it failed (e.g. a model the optimizer never moved) fails the run
+        "status": next((f["status"] for f in finals if f.get("status", "ok") != "ok"), "ok"),
         "seeds": len(histories), **flat_fields(params),
     }
     for key in finals[0]:

@@ -1,8 +1,11 @@
+import re
+
 import numpy as np
 import pytest
 
 from ppml.algorithms import centralized, local
 from ppml.config import ParamError, build
+from ppml.history import ConvergenceWarning
 from ppml.models.losses import solve_l2_logistic, with_bias
 from ppml.network import Network
 from ppml.parties import Party
@@ -81,3 +84,31 @@ def test_final_metrics_carry_the_majority_class_error_and_the_log_loss_spread(mo
     rows = np.logaddexp(0.0, -(2.0 * y_test - 1) * (with_bias(X[n:, :cols]) @ w_ref))
     assert h.final["test_logloss"] == pytest.approx(rows.mean(), rel=1e-6)
     assert h.final["test_logloss_sd"] == pytest.approx(rows.std(ddof=1), rel=1e-5)
+
+
+# --- issue 18: a model L-BFGS never moved is a failed run, with the reason ----------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::ppml.history.ConvergenceWarning")
+@pytest.mark.parametrize("module", [centralized, local])
+def test_a_model_that_never_moved_is_a_failed_run(module):
+    rng = np.random.default_rng(4)
+    parties, X, y, n = _vertical(rng)
+    h = module.fit(parties, None, centralized.Params(lam=1e-2, tol=1e3), rng=rng)  # tol above the gradient
+    assert h.converged is False
+    assert h.final["status"] == f"failed: {h.stop_reason}"
+    assert re.fullmatch(r"lbfgs stopped after 0 iterations without moving the model from its zero start: the "
+                        r"largest gradient entry at w = 0 is 0\.\d+ \(tol = 1000\)", h.stop_reason)
+    moved = module.fit(parties, None, centralized.Params(lam=1e-2), rng=rng)
+    assert "status" not in moved.final and moved.converged is True
+
+
+def test_features_too_large_for_a_finite_gradient_fail_the_run_with_the_reason():
+    rng = np.random.default_rng(5)
+    parties, X, y, n = _vertical(rng)
+    parties[1].X[:, 0] = 1e308
+    with pytest.warns(ConvergenceWarning, match="without moving the model from its zero start"):
+        h = centralized.fit(parties, None, centralized.Params(lam=1e-2), rng=rng)
+    assert h.final["status"] == ("failed: lbfgs stopped after 0 iterations without moving the model from its "
+                                 "zero start: the gradient at w = 0 is not finite (features too large to "
+                                 "train on; scale the data)")

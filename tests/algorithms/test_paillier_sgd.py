@@ -290,13 +290,15 @@ def test_traffic_per_iteration_against_the_posters_count(keys, squares, per_iter
 def test_stopping_rule_and_cap(keys):
     parties = vertical(10)
     net = paillier_sgd.network_for(parties, params(), rng=None)
+    # the plaintext mode with its own key (guest and host refuse a plaintext key when encrypted: true)
     with arbiter_keys(keys["plaintext"]):
-        history = paillier_sgd.fit(parties, net, params(tol=10.0, max_epochs=50),
+        history = paillier_sgd.fit(parties, net, params(tol=10.0, max_epochs=50, encrypted=False),
                                    rng=np.random.default_rng(0))
     assert history.converged is True and history.epochs == 2  # FATE's diff rule needs two epoch losses
     net = paillier_sgd.network_for(parties, params(), rng=None)
     with pytest.warns(ConvergenceWarning, match="max_epochs=2"), arbiter_keys(keys["plaintext"]):
-        history = paillier_sgd.fit(parties, net, params(max_epochs=2), rng=np.random.default_rng(0))
+        history = paillier_sgd.fit(parties, net, params(max_epochs=2, encrypted=False),
+                                   rng=np.random.default_rng(0))
     assert history.converged is False and history.final["epochs"] == 2
     assert {"train_objective", "test_auc", "loss", "train_auc"} <= set(history.final)
 

@@ -61,3 +61,19 @@ def test_os_noise_certificate_says_so():
     entry = account_run("a", {"algorithm": "admm_sharing"}, {"runs": [led.to_dict()]})
     assert entry["noise_source"] == "os"
     assert entry["status"] == "certified; noise drawn from OS entropy (os.urandom) on every draw"
+
+
+def test_allow_large_delta_certificate_says_delta_may_be_at_least_one_over_n():
+    """Issue 18: a run let through with allow_large_delta: true is not certified silently."""
+    led = PrivacyLedger(events=[GaussianEvent(sigma=5.0, sensitivity=1.0, count=10, party="p1")],
+                        certified=True, delta=0.01)
+    block = {"algorithm": "pp_admm", "delta": 0.01, "allow_large_delta": True}
+    entry = account_run("a", block, {"runs": [led.to_dict()]})
+    assert entry["certified"] is True and entry["allow_large_delta"] is True
+    assert entry["status"] == ("certified, but delta may be >= 1/n (allow_large_delta: true); noise "
+                               "reproducible from the public seed: a research comparison, not a release")
+    assert "did not require the run's delta to be below 1/n" in entry["delta_note"]
+    assert "publishes a record outright" in entry["delta_note"]
+    checked = account_run("a", {**block, "allow_large_delta": False}, {"runs": [led.to_dict()]})
+    assert "allow_large_delta" not in checked and "delta_note" not in checked
+    assert checked["status"].startswith("certified; ")

@@ -165,3 +165,22 @@ def test_transport_and_timeout_are_validated():
         experiment_params("x", {**base, "timeout": -1})
     with pytest.raises(ParamError, match=r"experiments.x.timeout must be a number of seconds, got 'soon'"):
         experiment_params("x", {**base, "timeout": "soon"})
+
+
+def test_a_seed_that_failed_fails_the_run():
+    """A model the optimizer never moved is `status: failed: ...` in run.json, not `ok` (issue 18)."""
+    from types import SimpleNamespace
+
+    from ppml.experiment import split_summary, summarize
+
+    _, params, _ = experiment_params("c", {"algorithm": "centralized", "dataset": "d"})
+    ok = SimpleNamespace(final={"test_error": 0.2}, converged=True, comm={"bytes": 0, "messages": 0})
+    failed = SimpleNamespace(final={"test_error": 0.5, "status": "failed: lbfgs stopped after 0 iterations"},
+                             converged=False, comm={"bytes": 0, "messages": 0})
+    block = {"algorithm": "centralized", "dataset": "d"}
+    assert summarize("c", block, params, [ok, ok], [1.0, 1.0])["status"] == "ok"
+    summary = summarize("c", block, params, [ok, failed], [1.0, 1.0])
+    assert summary["status"] == "failed: lbfgs stopped after 0 iterations"
+    described, metrics = split_summary(summary, params)
+    assert described["status"] == summary["status"] and "status" not in metrics
+    assert metrics["test_error"] == 0.35 and "lam" in described and "lam" not in metrics

@@ -10,7 +10,10 @@ Roles (FATE hetero-LR names)
 - guest B (``guest``): features ``X_B``, the labels ``y`` (+-1) and the intercept (a column of ones appended
   to ``X_B``); model block ``theta_B``.
 - arbiter C (``arbiter``): generates the Paillier key pair; the private key never leaves it. A and B receive
-  the public key (as a :class:`ppml.crypto.paillier.PublicKey` message).
+  the public key (as a :class:`ppml.crypto.paillier.PublicKey` message) and stop the run with a
+  :class:`~ppml.network.ProtocolError` unless it is safe (:meth:`~ppml.crypto.paillier.PublicKey.from_wire`)
+  and what their own parameters ask for (:func:`check_received_key`): a C that sent a ``plaintext`` or
+  short key would otherwise turn the encryption off for everyone.
 
 Each party runs its own program (:func:`roles`: ``_guest_program``, ``_host_program``, ``_arbiter_program``),
 built from public facts only and given its own :class:`~ppml.parties.Party` (the arbiter has none) and its
@@ -83,7 +86,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 import numpy as np
 
@@ -93,7 +96,7 @@ from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
-from ppml.network import EVALUATION, Endpoint, Network, encode, traffic_kind
+from ppml.network import EVALUATION, Endpoint, Network, ProtocolError, WireError, encode, traffic_kind
 from ppml.parties import Party, signed_labels
 from ppml.runtime import Public, Role
 
@@ -125,8 +128,11 @@ class ProtocolParams:
         False runs the plaintext mode: same fixed-point integers and messages, identity "encryption", no
         cryptographic protection at all (its ledger and metrics say so).
     key_bits : int
-        Paillier modulus length; below :data:`ppml.crypto.paillier.MIN_KEY_BITS` (1024) is refused, below
-        2048 warns (encrypted runs only). The plaintext mode uses it for the range of its residues.
+        Paillier modulus length; below :data:`ppml.crypto.paillier.MIN_KEY_BITS` (1024) or above
+        :data:`ppml.crypto.paillier.MAX_KEY_BITS` (8192) is refused, below 2048 warns (encrypted runs only).
+        The plaintext mode uses it for the range of its residues. Guest and host refuse a received key of
+        another scheme than theirs or, encrypted, shorter than their own key_bits
+        (:func:`check_received_key`).
     scheme : {"djn", "textbook", "plaintext"}
         Obfuscator of fresh encryptions (see :mod:`ppml.crypto.paillier`). ``plaintext`` is the scheme of,
         and only of, the plaintext mode: with ``encrypted: false`` the scheme is recorded as ``plaintext``
@@ -178,6 +184,8 @@ class ProtocolParams:
         # Looked up at call time: the crypto module owns the minimum (tests lower it for 512-bit keys).
         if self.key_bits < paillier.MIN_KEY_BITS:
             fail("key_bits", f"must be >= {paillier.MIN_KEY_BITS}, got {self.key_bits}")
+        if self.key_bits > paillier.MAX_KEY_BITS:
+            fail("key_bits", f"must be <= {paillier.MAX_KEY_BITS}, got {self.key_bits}")
         if not self.encrypted:
             object.__setattr__(self, "scheme", "plaintext")  # the label metrics.json shows: no cipher
         elif self.scheme == "plaintext":
@@ -237,6 +245,62 @@ class IterateAverage:
         self._sum = np.zeros_like(self._sum)
         self._count = 0
         return s
+
+
+def check_received_key(key: Any, params: ProtocolParams, *, sender: str, receiver: str) -> PublicKey:
+    """The public key `receiver` got from `sender`, if it is what the receiver's own parameters ask for.
+
+    :meth:`PublicKey.from_wire` has already refused keys that are unsafe for anyone (see
+    :mod:`ppml.crypto.paillier`); this is the receiver's own expectation, which a dishonest key holder could
+    otherwise lower for everyone: the scheme its ``encrypted`` and ``scheme`` say (never ``plaintext`` when
+    encrypted: the guest would send its values in the clear), and for an encrypted run at least its own
+    ``key_bits``. (A plaintext-mode key's length only sets the range of the residues, whose overflows are
+    detected as for any key.)
+
+    Raises
+    ------
+    ProtocolError
+        Naming the sender, the receiver and what was wrong; the run stops.
+    """
+    def refuse(why: str) -> NoReturn:
+        raise ProtocolError(f"{receiver} refused the public key from {sender!r}: {why}")
+
+    if not isinstance(key, PublicKey):
+        refuse(f"expected a PublicKey, got {type(key).__name__}")
+    if key.scheme != params.scheme:
+        expected = f"encrypted: true, scheme: {params.scheme}" if params.encrypted else "encrypted: false"
+        refuse(f"its scheme is {key.scheme!r}, but this party's parameters say {expected}")
+    if params.encrypted and key.bits < params.key_bits:
+        refuse(f"a {key.bits}-bit modulus, shorter than this party's key_bits = {params.key_bits}")
+    return key
+
+
+def feature_limit(params: ProtocolParams) -> float:
+    """The bound |x| must stay below for a feature to be encoded: x 2^frac_bits must lie in the safe range
+    2^(key_bits - GUARD_BITS) of a key_bits key (any key a party accepts is at least as long) and be a finite
+    float64."""
+    return math.ldexp(1.0, min(params.key_bits - paillier.GUARD_BITS, 1024) - params.frac_bits)
+
+
+def check_features(name: str, columns: tuple[str, ...], X: np.ndarray, params: ProtocolParams) -> None:
+    """A :class:`~ppml.config.ParamError` naming the ``dataset`` key, the party, the column and the value when
+    one of the party's training features is not below :func:`feature_limit` in magnitude (or not finite): the
+    protocol could not encode it, and would stop with an encoding overflow in the middle of the run."""
+    limit = feature_limit(params)
+    bad = ~(np.abs(X) < limit)
+    if bad.any():
+        row, column = np.argwhere(bad)[0]
+        fail("dataset", f"holds a value the Paillier encoding cannot carry: party {name!r}, column "
+                        f"{columns[column]!r} has {X[row, column]:g}, and with key_bits = "
+                        f"{params.key_bits} and frac_bits = {params.frac_bits} every feature must be below "
+                        f"{limit:.3g} in magnitude; normalize the data")
+
+
+def _overflow(name: str, exc: paillier.EncodingOverflowError) -> ProtocolError:
+    """The one-line error that ends a run whose values left the encoding's range in party `name`'s program
+    (a model that diverged, or a tampered ciphertext), naming the party and the range."""
+    return ProtocolError(f"party {name!r}: a fixed-point value left the range of the Paillier encoding: "
+                         f"{exc}")
 
 
 # A background process's copy of the public key (set once by the pool initializer, in that process).
@@ -350,6 +414,7 @@ class _DataRole:
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, X: np.ndarray,
                  penalized: np.ndarray, demand: int) -> None:
         self.name = party.name
+        check_features(party.name, party.columns, X[:, :len(party.columns)], params)
         self._ep = endpoint
         self._party = party
         self._params = params
@@ -366,10 +431,11 @@ class _DataRole:
         self._gradient_frac_bits = 0
 
     def _receive_key(self) -> None:
-        key = self._ep.recv(ARBITER, "public_key")
-        if not isinstance(key, PublicKey):
-            raise TypeError(f"{self.name}: expected a PublicKey from {ARBITER}, got {type(key).__name__}")
-        self._public_key = key
+        try:
+            key = self._ep.recv(ARBITER, "public_key")
+        except WireError as exc:  # PublicKey.from_wire refused it while decoding (a weak or malformed key)
+            raise ProtocolError(f"{self.name} refused the public key from {ARBITER!r}: {exc}") from exc
+        self._public_key = check_received_key(key, self._params, sender=ARBITER, receiver=self.name)
         self._encryptor = Encryptor(key, workers=self._params.precompute_workers, ahead=2 * self._demand)
 
     def _start_batches(self, seed: int) -> None:
@@ -731,6 +797,8 @@ def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: Proto
             endpoint.send(guest, TAG_EVAL, host.scores(test=last))
             if converged:
                 break
+    except paillier.EncodingOverflowError as exc:
+        raise _overflow(party.name, exc) from exc
     finally:
         host.close()
     return {"theta": host.theta, "traffic": traffic}
@@ -794,6 +862,8 @@ def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: Proto
         else:
             history.stop(converged=False, reason=f"max_epochs={params.max_epochs} reached before the epoch "
                                                  f"loss changed by less than tol={params.tol}")
+    except paillier.EncodingOverflowError as exc:
+        raise _overflow(party.name, exc) from exc
     finally:
         guest.close()
     test_scores = None
@@ -823,25 +893,28 @@ def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, 
     sizes = batch_sizes(n_rows, params.batch_size)
     losses, traffic = [], []
     k = 0
-    for epoch in range(params.max_epochs):
-        eta = params.learning_rate(epoch)
-        for size in sizes:
-            k += 1
-            arbiter.batch_loss(size)
-            if masked:
-                arbiter.return_masked()
-            else:
-                arbiter.send_steps(eta=eta, k=k, batch_size=size)
-            if curvature is not None and k % curvature.L == 0 and arbiter.close_window():
-                arbiter.curvature_pair(size if hessian_sample is None else min(hessian_sample, n_rows))
-            ep.next_round()
-        loss, converged = arbiter.end_epoch()
-        losses.append(loss)
-        traffic.append(ep.take())
-        log.info("epoch %d/%d: batch loss %.6f%s", epoch + 1, params.max_epochs, loss,
-                 " (converged)" if converged else "")
-        if converged:
-            break
+    try:
+        for epoch in range(params.max_epochs):
+            eta = params.learning_rate(epoch)
+            for size in sizes:
+                k += 1
+                arbiter.batch_loss(size)
+                if masked:
+                    arbiter.return_masked()
+                else:
+                    arbiter.send_steps(eta=eta, k=k, batch_size=size)
+                if curvature is not None and k % curvature.L == 0 and arbiter.close_window():
+                    arbiter.curvature_pair(size if hessian_sample is None else min(hessian_sample, n_rows))
+                ep.next_round()
+            loss, converged = arbiter.end_epoch()
+            losses.append(loss)
+            traffic.append(ep.take())
+            log.info("epoch %d/%d: batch loss %.6f%s", epoch + 1, params.max_epochs, loss,
+                     " (converged)" if converged else "")
+            if converged:
+                break
+    except paillier.EncodingOverflowError as exc:
+        raise _overflow(ARBITER, exc) from exc
     key = arbiter.public_key
     return {"losses": losses, "traffic": traffic,
             "public_key": {"bits": key.bits, "scheme": key.scheme, "encrypted": key.encrypted},

@@ -212,6 +212,15 @@ class Params:
         if self.c1 is not None and self.c1 < self.b1:
             fail("c1", f"must be >= b1 = {self.b1!r} (||grad R_m(x_m)|| = ||x_m|| reaches b1), "
                        f"got {self.c1!r}")
+        if self.calibrated:
+            # the ledger's paper bound composes the epochs run (at most max_epochs) by Corollary 1: a target
+            # it cannot turn into a finite epsilon (1e300: e^epsilon overflows) is refused before training
+            try:
+                corollary1(epsilon=self.epsilon, delta=self.delta, epochs=self.max_epochs,
+                           delta_prime=self.delta)
+            except ValueError as exc:
+                fail("epsilon", f"cannot be composed by Corollary 1 over max_epochs = {self.max_epochs} at "
+                                f"delta {self.delta!r}: {exc}; got {self.epsilon!r}")
 
     @property
     def calibrated(self) -> bool:

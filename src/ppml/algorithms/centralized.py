@@ -9,6 +9,9 @@ intercept carried as a constant feature (regularized, like ADMM sharing's bias c
 ADMM-sharing paper; ``lam_mean`` in the metrics is the weight of f actually used. The metrics also carry the
 majority-class test error (``test_majority_error``, the trivial baseline every error is shown beside), the
 number of test rows and the spread of the per-row test log loss, from which the report states its margins.
+A model L-BFGS never moved from its zero start (it stopped after 0 iterations: a tolerance looser than the
+gradient at 0, or features too large for a finite gradient) is no reference: its final metrics say
+``status: "failed: <why>"`` and it is not converged.
 
 References
 ----------
@@ -95,21 +98,45 @@ def train_logistic(X, y, params: Params) -> dict:
     converged = not any(issubclass(w.category, SklearnConvergenceWarning) for w in caught)
     w = clf.coef_.ravel()
     train_scores = np.asarray(Xb @ w)
-    return {"w": w, "lam": lam, "objective": logistic_objective(train_scores, y, w, lam),
-            "train_scores": train_scores, "n_iter": int(clf.n_iter_[0]), "converged": converged,
-            "n_features": int(Xb.shape[1]), "n_samples": int(Xb.shape[0])}
+    fitted = {"w": w, "lam": lam, "objective": logistic_objective(train_scores, y, w, lam),
+              "train_scores": train_scores, "n_iter": int(clf.n_iter_[0]), "converged": converged,
+              "n_features": int(Xb.shape[1]), "n_samples": int(Xb.shape[0])}
+    if not np.any(w):  # L-BFGS never moved: say why (logistic_history fails the run)
+        fitted["stuck"] = _stuck_reason(Xb, y, n_iter=fitted["n_iter"], tol=params.tol)
+    return fitted
+
+
+def _stuck_reason(Xb, y, *, n_iter: int, tol: float) -> str:
+    """Why L-BFGS left the model at its zero start, from the gradient of f there: X^T (sigmoid(0) - y) / n."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        gradient = np.asarray(Xb.T @ (0.5 - np.asarray(y, dtype=np.float64))).ravel() / Xb.shape[0]
+    what = f"lbfgs stopped after {n_iter} iterations without moving the model from its zero start"
+    if not np.all(np.isfinite(gradient)):
+        return f"{what}: the gradient at w = 0 is not finite (features too large to train on; scale the data)"
+    largest = float(np.max(np.abs(gradient), initial=0.0))
+    return f"{what}: the largest gradient entry at w = 0 is {largest:.3g} (tol = {tol:g})"
 
 
 def logistic_history(fitted: dict, y, X_test, y_test, *, algorithm: str) -> History:
-    """The run record of a :func:`train_logistic` model, scored on the test rows (when there are any)."""
+    """The run record of a :func:`train_logistic` model, scored on the test rows (when there are any).
+
+    A model L-BFGS never moved from its zero start is no baseline: the run is not converged and its final
+    metrics carry ``status: "failed: <reason>"`` (the reason :func:`train_logistic` gave).
+    """
     history = History(algorithm)
     n_iter, objective, w = fitted["n_iter"], fitted["objective"], fitted["w"]
     history.log(epoch=n_iter, train_objective=objective)
-    history.stop(converged=fitted["converged"], reason=f"lbfgs stopped after {n_iter} iterations")
+    stuck = fitted.get("stuck")
+    if stuck is None:
+        history.stop(converged=fitted["converged"], reason=f"lbfgs stopped after {n_iter} iterations")
+    else:
+        history.stop(converged=False, reason=stuck)
     test_scores = np.asarray(with_bias(X_test) @ w) if X_test is not None else None
     history.finish(train_objective=objective, y_train=y, train_scores=fitted["train_scores"], y_test=y_test,
                    test_scores=test_scores, epochs=n_iter, n_features=fitted["n_features"],
                    n_samples=fitted["n_samples"], lam_mean=fitted["lam"], **_test_spread(y, y_test, test_scores))
+    if stuck is not None:
+        history.final["status"] = f"failed: {stuck}"
     return history
 
 

@@ -31,14 +31,23 @@ Z*_{n^2}, or a ``frac_bits`` outside [0, :data:`MAX_FRAC_BITS`] raises :class:`C
 
 Every public key is checked when it is built, in particular when it arrives over the network
 (:meth:`PublicKey.from_wire`), and a failure raises :class:`PublicKeyError` naming the defect: the modulus
-must be odd, of at least :data:`MIN_KEY_BITS` bits, and not within 2^(bits - GUARD_BITS) of a power of two
-(there 2^k mod n is small, so overflows wrap onto the safe range undetected; 2^1024 + 1 is such a modulus).
-For the Paillier schemes it must also not be a perfect power nor have a prime factor below
-:data:`_SMALL_PRIME_BOUND`, and the DJN base must be a unit of Z*_{n^2} of large order: 1 < h_s < n^2,
-gcd(h_s, n) = 1, h_s^2 != 1 and h_s^k != 1 for every k dividing lcm(1, ..., :data:`_SMALL_PRIME_BOUND`)
-(h_s = n^2 - 1, of order 2, would make every "encryption" readable). These checks cannot prove that n is a
-product of two large primes; they refuse the keys a careless or hostile key holder could most easily send. Paillier ciphertexts are malleable: these checks catch mistakes and
-crude tampering, they do not authenticate messages.
+must be odd, of at least :data:`MIN_KEY_BITS` and at most :data:`MAX_KEY_BITS` bits (checked first, before any
+arithmetic on it: a 2^20-bit modulus would stall every party that encrypts under it), and not within
+2^(bits - GUARD_BITS) of a power of two (there 2^k mod n is small, so overflows wrap onto the safe range
+undetected; 2^1024 + 1 is such a modulus). For the Paillier schemes it must also not be a perfect power, nor
+have a prime factor below :data:`_SMALL_PRIME_BOUND`, nor be prime (Miller-Rabin; for a prime n,
+phi(n) = n - 1 is public and anyone decrypts), and the DJN base must be a unit of Z*_{n^2} of large order:
+1 < h_s < n^2, gcd(h_s, n) = 1, h_s^2 != 1 and h_s^k != 1 for every k dividing lcm(1, ...,
+:data:`_SMALL_PRIME_BOUND`) (h_s = n^2 - 1, of order 2, would make every "encryption" readable), and the same
+for h_s mod n: h_s mod n is neither 1 nor n - 1 and h_s^k mod n != 1 for those k. Modulo n^2 a large order
+alone is not enough: a base h_s = y (1 + n)^t with y of small order (h_s = n + 1, -(n + 1), (n + 1)^t) has
+order about n, yet its "obfuscators" y^alpha (1 + n)^(t alpha) = y^alpha (1 + t alpha n) turn an encryption
+of m into y^j (1 + (m + t alpha) n): anyone who tries the few values of y^j reads m + t alpha in the clear,
+hence m mod t (all of m for a t beyond its range). These checks cannot prove that n is a product of two large
+primes; they refuse the keys a careless or hostile key holder could most easily send. A receiver also checks a
+key against what it expects itself (the scheme and the length its own parameters name: see
+:mod:`ppml.algorithms._hetero_lr`). Paillier ciphertexts are malleable: these checks catch mistakes and crude
+tampering, they do not authenticate messages.
 
 References
 ----------
@@ -74,7 +83,7 @@ from gmpy2 import mpz
 from ppml.network import register_wire_type
 
 __all__ = [
-    "MIN_KEY_BITS", "DEFAULT_KEY_BITS", "SCHEMES", "GUARD_BITS", "MAX_FRAC_BITS",
+    "MIN_KEY_BITS", "DEFAULT_KEY_BITS", "MAX_KEY_BITS", "SCHEMES", "GUARD_BITS", "MAX_FRAC_BITS",
     "KeyLengthWarning", "PublicKeyError", "CiphertextError", "EncodingOverflowError",
     "generate_keypair", "PublicKey", "PrivateKey", "EncryptedVector", "receive_vector",
 ]
@@ -82,6 +91,9 @@ __all__ = [
 # Tests lower MIN_KEY_BITS (monkeypatch) to use 512-bit keys; every check reads it at call time.
 MIN_KEY_BITS = 1024
 DEFAULT_KEY_BITS = 2048
+# Longest modulus a key may have (own or received): an 8192-bit key already makes each encryption about 64
+# times as slow as a 2048-bit one; a received 2^20-bit modulus would stall every party encrypting under it.
+MAX_KEY_BITS = 8192
 # Largest fixed-point scale a vector may carry (own or received): the protocols stay below 128 bits, and a
 # larger shift would only cost time and memory (a received frac_bits of 10^9 means a 10^9-bit rescaling).
 MAX_FRAC_BITS = 1024
@@ -171,6 +183,8 @@ def _check_bits(bits: Any) -> None:
         raise ValueError(f"key length bits must be an integer, got {bits!r}")
     if bits < MIN_KEY_BITS:
         raise ValueError(f"key length bits must be >= {MIN_KEY_BITS}, got {bits}")
+    if bits > MAX_KEY_BITS:
+        raise ValueError(f"key length bits must be <= {MAX_KEY_BITS}, got {bits}")
 
 
 def _check_scheme(scheme: Any) -> None:
@@ -216,6 +230,9 @@ def _check_public_key(n: Any, scheme: Any, h_s: Any) -> None:
     if bits < MIN_KEY_BITS:
         raise PublicKeyError(f"the modulus n = {_abbrev(n)} is too short: key length bits must be "
                              f">= {MIN_KEY_BITS}, got {bits}")
+    if bits > MAX_KEY_BITS:  # before any arithmetic on n: every check below costs more on a longer modulus
+        raise PublicKeyError(f"the modulus n = {_abbrev(n)} is too long: key length bits must be "
+                             f"<= {MAX_KEY_BITS}, got {bits}")
     r = pow(2, bits, n)  # 2^bits mod n, as a signed residue below: small iff n is close to 2^bits or 2^(bits-1)
     if min(r, n - r) < 1 << (bits - GUARD_BITS):
         raise PublicKeyError(f"the modulus n = {_abbrev(n)} lies within 2^{bits - GUARD_BITS} of a power of two: "
@@ -229,6 +246,10 @@ def _check_public_key(n: Any, scheme: Any, h_s: Any) -> None:
     small = int(gmpy2.gcd(n, _SMALL_PRIMORIAL))
     if small != 1:
         raise PublicKeyError(f"the modulus n = {_abbrev(n)} has the small factor {small}, not a Paillier modulus")
+    # Miller-Rabin: a composite n fails its first round (one exponentiation); only a prime pays for all 25.
+    if gmpy2.is_prime(n):
+        raise PublicKeyError(f"the modulus n = {_abbrev(n)} is prime, not a Paillier modulus: "
+                             "phi(n) = n - 1 is public, so anyone can decrypt")
     if scheme != "djn":
         if h_s is not None:
             raise PublicKeyError(f"h_s is only part of a djn key, not of a {scheme} key, got {_abbrev(h_s)}")
@@ -247,6 +268,17 @@ def _check_public_key(n: Any, scheme: Any, h_s: Any) -> None:
     if gmpy2.powmod(h_s, _SMOOTH_EXPONENT, nsq) == 1:
         raise PublicKeyError(f"h_s = {_abbrev(h_s)} has a small order (dividing lcm(1, ..., "
                              f"{_SMALL_PRIME_BOUND})): its obfuscators take few values")
+    # Modulo n too (see the module docstring): h_s = +-(1 + n)^t, or y (1 + n)^t for y of small order, passes
+    # the checks above, yet an encryption with h_s^alpha shows m + t alpha in the clear.
+    residue = h_s % n
+    if residue in (1, n - 1):
+        raise PublicKeyError(f"h_s = {_abbrev(h_s)} is {'' if residue == 1 else '-'}1 mod n: it lies in the "
+                             "subgroup generated by 1 + n (up to sign), whose powers 1 + a n shift the "
+                             "plaintext instead of masking it")
+    if gmpy2.powmod(residue, _SMOOTH_EXPONENT, n) == 1:
+        raise PublicKeyError(f"h_s = {_abbrev(h_s)} has a small order mod n (dividing lcm(1, ..., "
+                             f"{_SMALL_PRIME_BOUND})): its obfuscators are few values times powers of 1 + n, "
+                             "which do not mask")
 
 
 def _unit_below(n: mpz) -> mpz:

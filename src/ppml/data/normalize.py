@@ -11,7 +11,10 @@ party only ever looks at its own columns.
   z-score each column with the training mean and standard deviation, then ``block_rows``.
 - ``fate_zscore`` (the credit sets): FATE distributes them already z-scored; they are kept as given, so
   that the features are those of the paper's experiments (FATE's statistics are over all rows, test rows
-  included: the one exception to the rule above).
+  included: the one exception to the rule above). Being an identity, it only fits data that are z-scores
+  already, and it refuses a block with a value no z-score can have (:data:`ZSCORE_BOUND`,
+  :class:`NotZScoredError`): a user's raw file given this method would otherwise reach training unscaled
+  (a value of 1e308 overflows the Paillier protocols' fixed-point encoding).
 - ``max_abs_rows`` (the horizontal paper): scale each attribute to maximum absolute value 1 over the
   training rows, then every row with L2 norm above 1 onto the unit sphere (PP-ADMM's ``||x_i|| <= 1``,
   which its sensitivity bounds assume).
@@ -39,11 +42,40 @@ import scipy.sparse as sp
 
 from ppml.parties import Matrix
 
-__all__ = ["block_rows", "zscore", "max_abs_scale", "clip_rows", "collapse", "VERTICAL", "HORIZONTAL"]
+__all__ = ["block_rows", "zscore", "max_abs_scale", "clip_rows", "collapse", "VERTICAL", "HORIZONTAL",
+           "ZSCORE_BOUND", "NotZScoredError"]
 
 #: Row norms below this may have lost precision to underflow (squares of values under ~1.5e-154 are
 #: subnormal); such rows of nonzero values take the rescaled path.
 _TINY_NORM = 1e-146
+
+#: Largest magnitude ``fate_zscore`` accepts as a z-score. A column z-scored over N rows has every value
+#: within sqrt(N - 1) of 0 (population standard deviation; (N - 1) / sqrt(N) with the sample one), so a value
+#: beyond 2^20 would need more than 2^40 (10^12) rows, far more than any table this pipeline holds. The bound
+#: is on N, not on the rows a party keeps (alignment drops some of the rows the statistics were taken over),
+#: so no z-scored table is refused. The credit sets stay below 230 (give_credit, N = 150000).
+ZSCORE_BOUND = 2.0**20
+
+
+class NotZScoredError(ValueError):
+    """``fate_zscore`` was given a block with a value no z-score can have.
+
+    Attributes
+    ----------
+    column : int
+        Index of the offending column in the party's block.
+    value : float
+        The offending value.
+    """
+
+    def __init__(self, column: int, value: float, *, rows: str) -> None:
+        self.column = int(column)
+        self.value = float(value)
+        super().__init__(
+            f"fate_zscore keeps the values as given, so they must be z-scores already, but column "
+            f"{self.column} of this party's block holds {self.value:g} on a {rows} row, beyond "
+            f"{ZSCORE_BOUND:.0f} (a z-score over N rows is at most sqrt(N - 1) in magnitude): these data "
+            "are not z-scored; choose normalize: zscore_block_rows, or scale the file")
 
 
 def _row_norms(X: Matrix) -> np.ndarray:
@@ -230,7 +262,24 @@ def _zscore_block_rows(X_train: Matrix, X_test: Matrix) -> tuple[Matrix, Matrix]
 
 
 def _fate_zscore(X_train: Matrix, X_test: Matrix) -> tuple[Matrix, Matrix]:
+    for X, rows in ((X_train, "training"), (X_test, "test")):
+        _check_zscores(X, rows=rows)
     return X_train, X_test
+
+
+def _check_zscores(X: Matrix, *, rows: str) -> None:
+    """:class:`NotZScoredError` for the first finite value of `X` beyond :data:`ZSCORE_BOUND` (NaN and
+    infinities are :func:`collapse`'s to report)."""
+    if sp.issparse(X):
+        coo = sp.coo_array(X)
+        values, columns = coo.data, coo.col
+    else:
+        values = np.asarray(X)
+        columns = None
+    beyond = np.isfinite(values) & (np.abs(values) > ZSCORE_BOUND)
+    if beyond.any():
+        k = tuple(np.argwhere(beyond)[0])
+        raise NotZScoredError(k[-1] if columns is None else columns[k], values[k], rows=rows)
 
 
 def _max_abs_rows(X_train: Matrix, X_test: Matrix) -> tuple[Matrix, Matrix]:

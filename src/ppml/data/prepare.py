@@ -72,7 +72,7 @@ from ppml.config import build, fail, flat_fields, section
 from ppml.data import readers
 from ppml.data.align import align
 from ppml.data.download import USER_FILE, read_status
-from ppml.data.normalize import HORIZONTAL, VERTICAL, collapse
+from ppml.data.normalize import HORIZONTAL, VERTICAL, ZSCORE_BOUND, NotZScoredError, collapse
 from ppml.data.partition import Table, deal_rows, stratified_test_mask, vertical_holdings
 from ppml.data.prepared import MANIFEST, DataUnavailable
 from ppml.data.synthetic import logistic_dataset
@@ -553,8 +553,15 @@ def _prepare_vertical(table: Table, params: DatasetParams, staging: Path, *,
         rows = holding.rows[alignment.rows[holding.name]]
         X = table.X[rows, holding.columns]
         raw_train, raw_test = X[~test], X[test]
-        X_train, X_test = normalize(raw_train, raw_test)
         columns = table.columns[holding.columns]
+        try:
+            X_train, X_test = normalize(raw_train, raw_test)
+        except NotZScoredError as exc:  # name the party and the column, not a position in its block
+            raise NormalizationError(
+                f"party {holding.name}: fate_zscore keeps the values as given, so they must be z-scores "
+                f"already, but column {columns[exc.column]!r} holds {exc.value:g}, beyond {ZSCORE_BOUND:.0f} "
+                "(no z-score over a feasible number of rows is that large): these data are not z-scored; "
+                "choose normalize: zscore_block_rows, or scale the file") from None
         _check_normalized(params.normalize, raw_train, X_train, alignment.ids[~test], columns,
                           party=holding.name, train=True)
         _check_normalized(params.normalize, raw_test, X_test, alignment.ids[test], columns,

@@ -82,13 +82,14 @@ def read_libsvm(path: str | Path, *, n_features: int) -> tuple[sp.csr_array, np.
     Raises
     ------
     DataFormatError
-        Empty line, a token that is not ``int:float``, an index outside 1..n_features, an index not greater
+        Empty line, a token that is not ``int:float`` (numbers parse as the CSV readers parse them: a
+        digit-group underscore, ``1:1_0``, is refused), an index outside 1..n_features, an index not greater
         than the previous one in its row (duplicate or unsorted), a NaN or infinite value, a label outside
         {-1, 0, +1} or a file mixing the -1/+1 and 0/1 codings.
     """
     path = Path(path)
     _check_positive("n_features", n_features)
-    lines = _byte_lines(path)
+    lines = _number_lines(path)
     labels: list[bytes] = []
     counts: list[int] = []
     tokens: list[bytes] = []
@@ -406,7 +407,7 @@ def read_dense_matrix(path: str | Path, *, n_features: int) -> np.ndarray:
     """
     path = Path(path)
     _check_positive("n_features", n_features)
-    rows = [line.split() for line in _byte_lines(path)]
+    rows = [line.split() for line in _number_lines(path)]
     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
     short = np.flatnonzero(lengths != n_features)
     if short.size:
@@ -441,7 +442,7 @@ def read_labels(path: str | Path, *, expected: tuple[Any, Any] = (-1, 1)) -> np.
     """
     path = Path(path)
     _check_pair("expected", expected)
-    rows = [line.split() for line in _byte_lines(path)]
+    rows = [line.split() for line in _number_lines(path)]
     wrong = [k for k, row in enumerate(rows) if len(row) != 1]
     if wrong:
         k = wrong[0]
@@ -460,6 +461,22 @@ def _byte_lines(path: Path) -> list[bytes]:
         lines.pop()
     if not lines:
         raise DataFormatError(path, 1, "empty file", "")
+    return lines
+
+
+def _number_lines(path: Path) -> list[bytes]:
+    """The lines of a file of numbers only (LIBSVM, a dense matrix, labels), as :func:`_byte_lines`.
+
+    Numbers are parsed by Python's int() and float(), which also read digit-group underscores (``1_0`` is
+    10, ``-0_1`` is -1); no data file means them and the CSV readers (pandas) refuse them, so a token with
+    one is refused here, naming its line. Such files hold no other text, so one scan of the file finds them.
+    """
+    lines = _byte_lines(path)
+    if b"_" in b"\n".join(lines):
+        k = next(k for k, line in enumerate(lines) if b"_" in line)
+        token = next(t for t in lines[k].split() if b"_" in t)
+        raise DataFormatError(path, k + 1, "not a number (a digit-group underscore, which the CSV readers "
+                                           "refuse too)", token)
     return lines
 
 

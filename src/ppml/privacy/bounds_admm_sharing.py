@@ -103,14 +103,26 @@ def corollary1(*, epsilon: float, delta: float, epochs: int, delta_prime: float)
     dict
         ``epsilon`` and ``delta`` of the whole run, the inputs, and ``per_epoch_epsilon_below_1``: whether
         the classical Gaussian calibration behind Theorem 3 is proven for this per-epoch epsilon.
+
+    Raises
+    ------
+    ValueError
+        For inputs out of range, and when the composed epsilon is not a finite float (a per-epoch epsilon
+        whose e^epsilon overflows).
     """
     _positive("epsilon", epsilon)
     _probability("delta", delta)
     _probability("delta_prime", delta_prime)
     if not (isinstance(epochs, int) and epochs >= 1):
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
-    total = (math.sqrt(2.0 * epochs * math.log(1.0 / delta_prime)) * epsilon
-             + epochs * epsilon * math.expm1(epsilon))
+    try:
+        total = (math.sqrt(2.0 * epochs * math.log(1.0 / delta_prime)) * epsilon
+                 + epochs * epsilon * math.expm1(epsilon))
+    except OverflowError:  # e^epsilon beyond every float (epsilon above about 709.8)
+        total = math.inf
+    if not math.isfinite(total):
+        raise ValueError(f"no finite bound: T epsilon (e^epsilon - 1) overflows for epsilon = {epsilon!r} "
+                         f"and T = {epochs}")
     return {
         "epsilon": total,
         "delta": epochs * delta + delta_prime,

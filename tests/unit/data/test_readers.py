@@ -291,3 +291,31 @@ def test_nips2003_files_match_their_published_checksums(raw, dataset, d, n_train
     X = read_dense_matrix(raw(dataset, f"{dataset}_train.data"), n_features=d)
     y = read_labels(raw(dataset, f"{dataset}_train.labels"))
     assert X.shape == (n_train, d) and X.sum() == checksum and int(y.sum()) == positives
+
+
+# --- issue 18: numbers parse as the CSV readers parse them (no digit-group underscores) ----------------
+
+
+UNDERSCORE = r"not a number \(a digit-group underscore, which the CSV readers refuse too\)"
+
+
+@pytest.mark.parametrize("text, line, value", [
+    ("+1 1:1 3:0.5\n-1 1:1_0\n", 2, "1:1_0"),  # float() reads 1_0 as 10
+    ("+1 1:1 3:0.5\n-1 1_0:1\n", 2, "1_0:1"),
+    ("+1 1:1\n-0_1 2:3\n", 2, "-0_1"),  # float() reads it as -1, a valid label
+    ("1 1:2.5_0\n", 1, "1:2.5_0"),
+])
+def test_libsvm_numbers_with_underscores_are_refused(tmp_path, text, line, value):
+    _fails(lambda p: read_libsvm(p, n_features=12), _write(tmp_path, text), line=line, value=value,
+           problem=UNDERSCORE)
+    # what the CSV readers do with the same number
+    number = next(part for part in value.split(":") if "_" in part)
+    csv = _write(tmp_path, f"id,x,y\na,{number},1\n", name="t.csv")
+    with pytest.raises(DataFormatError, match="not a number in column 'x'"):
+        read_csv_table(csv, id_column="id", label_column="y")
+
+
+def test_dense_matrix_and_label_files_refuse_underscores_too(tmp_path):
+    _fails(lambda p: read_dense_matrix(p, n_features=2), _write(tmp_path, "1 2\n3 4_5\n"), line=2,
+           value="4_5", problem=UNDERSCORE)
+    _fails(read_labels, _write(tmp_path, "1\n-1\n-0_1\n"), line=3, value="-0_1", problem=UNDERSCORE)
