@@ -117,21 +117,43 @@ def test_paper_calibration_of_ipp_overshoots_like_pp(data, epsilon):
     assert bound["epsilon"] > epsilon
 
 
-@pytest.mark.parametrize("option, expected", [("paper", 4.0), ("per_record", 4.0 / 120)])
-def test_svt_sensitivity_options(data, option, expected):
+@pytest.mark.parametrize("variant, option, expected", [("paper", "paper", 4.0), ("paper", "per_record", 4.0),
+                                                       ("literal", "paper", 4.0),
+                                                       ("literal", "per_record", 4.0 / 120)])
+def test_svt_sensitivity_options(data, variant, option, expected):
+    # Lemma 4.2's 2 C_loss is the per-record sensitivity of the summed quality (paper variant); on the mean
+    # scale (literal) the per-record value is 2 C_loss/|D_i|
     parties, evaluator = data
-    history, _, _ = run(parties, evaluator, T=2, svt_sensitivity=option)
+    history, _, _ = run(parties, evaluator, T=2, svt_sensitivity=option, variant=variant)
     assert any(f"quality sensitivity {expected:.6g} ({option})" in n for n in history.ledger.notes)
     recon, _, _ = run(parties, evaluator, T=2, variant="reconstructed", loss_scale="sum", calibration="exact")
     assert any("quality sensitivity 4 (reconstructed)" in n for n in recon.ledger.notes)
 
 
-def test_per_record_sensitivity_lets_alpha_decide(data):
+@pytest.mark.parametrize("variant, threshold", [("literal", 1.0), ("paper", 120.0)])
+def test_per_record_sensitivity_lets_alpha_decide(data, variant, threshold):
     # with the SVT's noise scaled to a per-record sensitivity, the threshold alpha changes the decisions
     parties, evaluator = data
-    low, _, _ = run(parties, evaluator, T=6, epsilon=10.0, alpha=-1.0, svt_sensitivity="per_record")
-    high, _, _ = run(parties, evaluator, T=6, epsilon=10.0, alpha=1.0, svt_sensitivity="per_record")
+    low, _, _ = run(parties, evaluator, T=6, epsilon=10.0, alpha=-threshold, svt_sensitivity="per_record",
+                    variant=variant)
+    high, _, _ = run(parties, evaluator, T=6, epsilon=10.0, alpha=threshold, svt_sensitivity="per_record",
+                     variant=variant)
     assert sum(low.extra["broadcasts"].values()) > sum(high.extra["broadcasts"].values())
+
+
+def test_the_summed_reading_is_the_mean_scale_run_with_everything_over_d_i(data):
+    # IPP-ADMM's summed reading (quality, alpha and Lemma 4.2's 2 C_loss on the summed objective) is the
+    # mean-scale code with eta, beta and alpha over |D_i| and the per-record sensitivity 2 C_loss/|D_i|
+    parties, evaluator = data
+    summed, _, _ = run(parties, evaluator, T=8, c=4, epsilon=10.0, alpha=6.0, seed=3)
+    mean, _, _ = run(parties, evaluator, T=8, c=4, epsilon=10.0, alpha=6.0 / 120, eta=0.5 / 120,
+                     beta=10 ** -3.5 / 120, svt_sensitivity="per_record", variant="literal", seed=3)
+    assert [r["broadcasts"] for r in summed.records] == [r["broadcasts"] for r in mean.records]
+    assert 0 < summed.records[-1]["broadcasts_total"] < 4 * 5  # some rounds silent, some not
+    for key in ("train_loss", "test_error", "consensus"):
+        assert [r[key] for r in summed.records] == pytest.approx([r[key] for r in mean.records], rel=1e-7,
+                                                                  abs=1e-12), key
+    assert evaluate(summed.ledger.paper_bound) == evaluate(mean.ledger.paper_bound)
 
 
 def test_traffic_audit_and_determinism(data):

@@ -26,11 +26,12 @@ def run(parties, evaluator, **kw):
     return fit_module(pp_admm, parties, evaluator, lam=LAM, **kw)
 
 
-def test_noise_off_reaches_the_centralized_optimum(data):
+@pytest.mark.parametrize("variant, T", [("paper", 100), ("literal", 400)])
+def test_noise_off_reaches_the_centralized_optimum(data, variant, T):
     parties, evaluator = data
-    # paper variant, noise off, lam_hat = N lam: the run's objective is the centralized one (mean loss +
-    # lam/2 ||theta||^2); the mean-loss ADMM with eta = 0.5 needs many rounds to get there
-    history, _, _ = run(parties, evaluator, noise=False, beta=1e-10, T=400, lam_hat_rule="lam")
+    # noise off, lam_hat = N lam: the run's objective is the centralized one (mean loss + lam/2 ||theta||^2);
+    # with eta = 0.5 on the mean loss (literal) the ADMM needs many more rounds to get there
+    history, _, _ = run(parties, evaluator, noise=False, beta=1e-10, T=T, lam_hat_rule="lam", variant=variant)
     X = np.vstack([p.X for p in parties])
     y = np.concatenate([p.y for p in parties])
     f_star = objective_and_gradient(solve_l2_logistic(X, y, LAM), X, y, LAM)[0]
@@ -56,12 +57,96 @@ def test_calibration_by_hand(data):
     assert info["lam_hat_line3"] == pytest.approx(line3) and info["lam_hat"] == pytest.approx(line3)
     agent = agents[0]
     noise = noises[agent.name]
-    mu = line3 / 5 + 2 * 0.5 * agent.degree
+    # the summed reading: the problem solved is |D_i| = 120 times the mean-loss one, eta and beta on it
+    mu = 120 * line3 / 5 + 2 * 0.5 * agent.degree
     assert noise.lam_hat == pytest.approx(line3 / 5) and noise.strong_convexity == pytest.approx(mu)
+    assert noise.scale == 120 and noise.reg == pytest.approx(120 * line3 / 5)
     assert noise.sigma1 == pytest.approx(2 * math.sqrt(2 * math.log(1.25e4)) / (120 * 0.99 * eps_i1))
     assert noise.sigma2 == pytest.approx(10 ** -3.5 / (math.sqrt(2 * rho_i2) * mu))
     assert noise.sensitivity2 == pytest.approx(2 * 10 ** -3.5 / mu)
+    assert noise.jacobian_epsilon == pytest.approx(2 * math.log1p(0.25 / (120 * line3 / 5)))
+    assert agent.row_weight == pytest.approx(1.0)
+
+
+def test_literal_calibration_by_hand(data):
+    # variant literal: eta and beta on the mean loss as printed; the same lam_hat and sigma_i1
+    parties, _ = data
+    params = pp_admm.Params(lam=LAM, epsilon=1.0, variant="literal")
+    rng = np.random.default_rng(0)
+    agents = pp_admm.build_agents(parties, pp_admm.network_for(parties, params, rng=rng), params, rng=rng)
+    budget = params.budget()
+    noises, info = pp_admm.calibrate_all(agents, params, budget, sigma1_from="epsilon_i3")
+    agent = agents[0]
+    noise = noises[agent.name]
+    mu = info["lam_hat"] / 5 + 2 * 0.5 * agent.degree
+    assert noise.scale == 1 and noise.strong_convexity == pytest.approx(mu)
+    assert noise.sigma2 == pytest.approx(10 ** -3.5 / (math.sqrt(2 * budget.rho_i2) * mu))
+    assert noise.jacobian_epsilon == pytest.approx(2 * math.log1p(0.25 / (120 * info["lam_hat"] / 5)))
     assert agent.row_weight == pytest.approx(1 / 120)
+
+
+def test_the_summed_reading_is_the_mean_scale_run_with_eta_and_beta_over_d_i(data):
+    # the whole per-agent objective times |D_i| (loss, lam_hat term, b_i1, penalty eta and tolerance beta)
+    # gives the iterates of the mean-scale code run with eta/|D_i| and beta/|D_i| (|D_i| = 120 for every agent)
+    parties, evaluator = data
+    eta, beta = 0.5, 1e-4
+    summed, _, _ = run(parties, evaluator, T=6, epsilon=10.0, eta=eta, beta=beta, seed=7)
+    mean, _, _ = run(parties, evaluator, T=6, epsilon=10.0, eta=eta / 120, beta=beta / 120, seed=7,
+                     variant="literal")
+    assert summed.extra["variant"] == "paper" and mean.extra["variant"] == "literal"
+    for key in ("train_loss", "train_objective", "test_error", "consensus"):
+        assert [r[key] for r in summed.records] == pytest.approx([r[key] for r in mean.records], rel=1e-7,
+                                                                  abs=1e-12), key
+    for key in ("train_objective", "train_logloss", "test_auc", "test_logloss", "test_error_average_model"):
+        assert summed.final[key] == pytest.approx(mean.final[key], rel=1e-7), key
+    for name, noise in summed.extra["agents"].items():
+        other = mean.extra["agents"][name]
+        for key in ("sigma1", "sigma2", "lam_hat", "jacobian_epsilon"):
+            assert noise[key] == pytest.approx(other[key], rel=1e-12), key
+        assert noise["strong_convexity"] == pytest.approx(120 * other["strong_convexity"], rel=1e-12)
+    # and the literal variant at the printed eta barely moves: a different algorithm, not a rescaling
+    frozen, _, _ = run(parties, evaluator, T=6, epsilon=10.0, eta=eta, beta=beta, seed=7, variant="literal")
+    assert frozen.records[-1]["train_loss"] > summed.records[-1]["train_loss"] + 0.01
+
+
+def test_paper_and_literal_ledgers_hold_the_same_budget_and_certified_epsilon(data):
+    # at the same epsilon the two readings spend the same budget: only eta, beta and sigma_i2 (with the output
+    # release's sensitivity 2 beta/mu, in the same ratio) differ
+    from ppml.privacy.accountants import tight_epsilon
+    parties, evaluator = data
+    paper, _, _ = run(parties, evaluator, T=4, epsilon=2.0)
+    literal, _, _ = run(parties, evaluator, T=4, epsilon=2.0, variant="literal")
+    assert paper.ledger.certified and literal.ledger.certified
+    assert paper.ledger.paper_bound == literal.ledger.paper_bound
+    assert evaluate(paper.ledger.paper_bound) == evaluate(literal.ledger.paper_bound)
+    assert paper.extra["budget"] == literal.extra["budget"]
+    assert paper.extra["lam_hat"] == literal.extra["lam_hat"]
+    acc = {}
+    for name, history in (("paper", paper), ("literal", literal)):
+        acc[name] = zcdp.ZCDPAccountant()
+        for event in history.ledger.events:
+            acc[name].compose(event)
+    for agent in paper.extra["agents"]:
+        assert acc["paper"].rho(agent) == pytest.approx(acc["literal"].rho(agent), rel=1e-12)
+        p, q = paper.extra["agents"][agent], literal.extra["agents"][agent]
+        assert p["sigma1"] == q["sigma1"] and p["jacobian_epsilon"] == q["jacobian_epsilon"]
+        assert p["sigma2"] < q["sigma2"] / 10  # sigma_i2 = beta/(sqrt(2 rho_i2) mu): mu is |D_i| times larger
+        assert p["sigma2"] / p["sensitivity2"] == pytest.approx(q["sigma2"] / q["sensitivity2"], rel=1e-12)
+    tight = [tight_epsilon(h.ledger.events, 1e-4)["epsilon"] for h in (paper, literal)]
+    assert tight[0] == pytest.approx(tight[1], rel=1e-9)
+    assert paper.final["reading"] == pp_admm.READINGS["paper"]
+    assert literal.final["reading"] == "η and β read on the mean-loss scale as printed"
+    assert any("mean-loss scale as printed" in note for note in literal.ledger.notes)
+
+
+def test_loss_scale_belongs_to_the_reconstructed_variant():
+    with pytest.raises(Exception, match="loss_scale applies to variant 'reconstructed' only"):
+        pp_admm.Params(loss_scale="sum")
+    with pytest.raises(Exception, match="loss_scale"):
+        pp_admm.Params(variant="literal", loss_scale="mean")
+    assert pp_admm.Params().agent_loss_scale == "sum"
+    assert pp_admm.Params(variant="literal").agent_loss_scale == "mean"
+    assert pp_admm.Params(variant="reconstructed").agent_loss_scale == "mean"
 
 
 def test_reconstructed_variant_keeps_the_earlier_calibration(data):

@@ -3,22 +3,24 @@
 Reproduces the IPP-ADMM curves of the paper's Fig. 5-7 and its parameter studies (Fig. 3-4: the clipping
 bound C_loss and the threshold alpha).
 
-``variant: paper`` (default), Algorithm 2 as written (``specs/pp_admm_paper.md``). Each round, an agent that
-has not yet broadcast c times computes PP-ADMM's candidate theta_hat (line 8, on the mean-loss objective with
-line 3's lam_hat; line 6's sigma_i1 uses epsilon_i1 as printed, probably a typo for epsilon_i3) and releases
-``theta_hat + b_i2`` only if
+``variant: paper`` (default), Algorithm 2 as written (``specs/pp_admm_paper.md``) with eta, beta and the
+objective on the agent's summed loss, as PP-ADMM's paper variant (:mod:`~ppml.algorithms.pp_admm`;
+``variant: literal`` reads them on the mean loss as printed). Each round, an agent that has not yet broadcast
+c times computes PP-ADMM's candidate theta_hat (line 8, with line 3's lam_hat; line 6's sigma_i1 uses
+epsilon_i1 as printed, probably a typo for epsilon_i3) and releases ``theta_hat + b_i2`` only if
 
-    Clip[f_i(theta_i^t) - f_i(theta_hat)] + Lap(4 c C_loss / eps2) >= alpha + Lap(2 c C_loss / eps1),
+    Clip[F_i(theta_i^t) - F_i(theta_hat)] + Lap(4 c C_loss / eps2) >= alpha + Lap(2 c C_loss / eps1),
 
-f_i the regularized mean-loss objective with each row's loss clipped at C_loss before averaging. The
-quality's sensitivity is 2 C_loss as Lemma 4.2 states it. On the mean scale one record moves the clipped mean
-loss by at most C_loss/|D_i|, so the per-record sensitivity of the difference would be 2 C_loss/|D_i|: the
-paper's 2 C_loss looks like the summed-scale value carried over; as written it is |D_i| (7000 on Adult) times
-too large, which keeps the SVT private but makes its Laplace noises (scale ~10^2-10^3 at epsilon = 10) dwarf
-any alpha in 1e-3..10 and the quality (~1e-2): the send decisions are then coin flips whatever alpha is.
-``svt_sensitivity: per_record`` uses 2 C_loss/|D_i| instead (our option; the quality also reads theta_hat,
-which itself depends on the data, a dependence Lemma 4.2 does not address in either form). The noisy
-threshold is redrawn after each positive answer (Dwork-Roth's Sparse; the paper does not say: UNVERIFIED).
+F_i = s_i f_i the regularized objective on the reading's scale (s_i = |D_i|: the sum of the rows' losses,
+each clipped at C_loss, plus |D_i| (lam_hat/N) R; literal: s_i = 1, the clipped mean). The quality's
+sensitivity is 2 C_loss as Lemma 4.2 states it: on the summed scale that is the per-record value (replacing
+one record moves its clipped term in each of the two sums by at most C_loss), so the paper variant's alpha and
+SVT are on one consistent scale. On the mean scale one record moves the clipped mean by at most C_loss/|D_i|,
+and Lemma 4.2's 2 C_loss is |D_i| (7000 on Adult) times too large there. ``svt_sensitivity: per_record``
+uses ``2 C_loss s_i/|D_i|``: the same as ``paper`` in the paper variant, 2 C_loss/|D_i| in the literal one.
+Either way the quality also reads theta_hat, which itself depends on the data, a dependence Lemma 4.2 does not
+address. The noisy threshold is redrawn after each positive answer (Dwork-Roth's Sparse; the paper does not
+say: UNVERIFIED).
 After c releases the agent stops (abort); silent rounds keep theta, and the agent tells each neighbour so
 with a control message (``ctl/silent``, counted apart from the protocol's traffic), upon which the neighbour
 keeps the model it last received; every agent updates its dual each round.
@@ -94,13 +96,15 @@ class Params(pp_admm.Params):
     C_loss : float
         Clipping bound of each row's loss in the quality function (paper: 2).
     alpha : float
-        SVT threshold on the quality q (paper: 1e-3; q is a mean-loss decrease in the paper variant);
+        SVT threshold on the quality q (paper: 1e-3; q is a decrease of the summed objective in the paper
+        variant, of the mean one in the literal variant);
         ``-inf`` broadcasts every round (until c), ``+inf`` never (in params.yaml keep it finite:
         metrics.json cannot hold an infinite value).
     svt_share : float
         Fraction of the zCDP budget spent on the SVT (our choice, see the module docstring).
     svt_sensitivity : {"paper", "per_record"}
-        The quality's sensitivity: 2 C_loss (Lemma 4.2 as written) or 2 C_loss/|D_i| (paper variant only).
+        The quality's sensitivity: 2 C_loss (Lemma 4.2 as written) or 2 C_loss s_i/|D_i| (paper and literal
+        variants; the two coincide in the paper variant).
     """
 
     c: int = field(default=15, metadata={"ge": 1})
@@ -110,7 +114,7 @@ class Params(pp_admm.Params):
     svt_sensitivity: Literal["paper", "per_record"] = "paper"
 
     def budget(self, *, svt_share: float = 0.0, c: int = 1) -> PPBudget:
-        """Theorem 4.1's split (paper variant) or the earlier T-round split (reconstructed)."""
+        """Theorem 4.1's split (paper and literal variants) or the earlier T-round split (reconstructed)."""
         if self.variant == "reconstructed":
             return super().budget(svt_share=svt_share, c=c)
         return ipp_admm_budget(epsilon=self.epsilon, delta=self.delta, c=c, splits=self.splits,
@@ -126,18 +130,23 @@ def clipped_loss_decrease(X: np.ndarray, y: np.ndarray, old: np.ndarray, new: np
     return row_weight * float(np.sum(old_loss - new_loss))
 
 
-def clipped_objective(X: np.ndarray, y: np.ndarray, theta: np.ndarray, *, clip: float, reg: float) -> float:
-    """``(1/|D_i|) sum_k min(l_k(theta), clip) + (reg/2) ||theta||^2`` (reg = lam_hat/N): Alg. 2's clipped f_i."""
+def clipped_objective(X: np.ndarray, y: np.ndarray, theta: np.ndarray, *, clip: float, reg: float,
+                      row_weight: float) -> float:
+    """``row_weight sum_k min(l_k(theta), clip) + (reg/2) ||theta||^2``: Alg. 2's clipped f_i on the reading's
+    scale (row_weight = s_i/|D_i|, reg = s_i lam_hat/N; the printed mean form has s_i = 1)."""
     loss = np.minimum(np.logaddexp(0.0, -y * (X @ theta)), clip)
-    return float(np.mean(loss)) + 0.5 * reg * float(theta @ theta)
+    return row_weight * float(np.sum(loss)) + 0.5 * reg * float(theta @ theta)
 
 
-def svt_sensitivity(params: Params, *, rows: int, row_weight: float) -> float:
-    """The quality's sensitivity at an agent with `rows` rows of loss weight `row_weight`."""
-    paper = params.variant == "paper"
-    if paper and params.svt_sensitivity == "per_record":
-        return 2.0 * params.C_loss / rows
-    return 2.0 * params.C_loss * (1.0 if paper else row_weight)
+def svt_sensitivity(params: Params, *, row_weight: float) -> float:
+    """The quality's sensitivity at an agent whose rows' losses weigh `row_weight` in the quality.
+
+    2 C_loss as Lemma 4.2 states it (``svt_sensitivity: paper``), or 2 C_loss row_weight (``per_record``, and
+    always in the reconstructed variant): the per-record value, which is 2 C_loss itself on the summed scale.
+    """
+    if params.variant != "reconstructed" and params.svt_sensitivity == "paper":
+        return 2.0 * params.C_loss
+    return 2.0 * params.C_loss * row_weight
 
 
 def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
@@ -149,10 +158,10 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
     neighbours instead of a model. Reports to the evaluator whether it broadcast and its broadcasts so far;
     returns its calibration, its SVT's sensitivity and count, and whether its rows lie in the unit ball.
     """
-    paper = params.variant == "paper"
+    printed = params.variant != "reconstructed"  # Algorithm 2 as printed (paper or literal reading)
     agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
     noise = pp_admm.calibrate(agent, params, budget, sigma1_from="epsilon_i1", lam_info=lam_info, agents=agents)
-    sensitivity = svt_sensitivity(params, rows=agent.X.shape[0], row_weight=agent.row_weight)
+    sensitivity = svt_sensitivity(params, row_weight=agent.row_weight)
     svt = SparseVector(threshold=params.alpha, c=params.c, eps1=budget.eps1, eps2=budget.eps2,
                        sensitivity=sensitivity, rng=agent.rng, party=agent.name, noise=params.noise)
 
@@ -160,10 +169,11 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
         if svt.halted:
             return None, {"sent": False, "broadcasts": svt.count}
         release, solution = pp_admm.perturbed_update(agent, noise, eta=params.eta)
-        if paper:
-            reg = noise.lam_hat
-            quality = (clipped_objective(agent.X, agent.y, agent.theta, clip=params.C_loss, reg=reg)
-                       - clipped_objective(agent.X, agent.y, solution.theta, clip=params.C_loss, reg=reg))
+        if printed:
+            before, after = (clipped_objective(agent.X, agent.y, theta, clip=params.C_loss, reg=noise.reg,
+                                               row_weight=agent.row_weight)
+                             for theta in (agent.theta, solution.theta))
+            quality = before - after
         else:
             quality = clipped_loss_decrease(agent.X, agent.y, agent.theta, release, clip=params.C_loss,
                                             row_weight=agent.row_weight)
@@ -193,7 +203,7 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
     """The evaluator's records; the ledger from every agent's own calibration and SVT."""
-    paper = params.variant == "paper"
+    printed = params.variant != "reconstructed"  # Algorithm 2 as printed (paper or literal reading)
     names = public.names
     evaluated = results[EVALUATOR]
     history = evaluated["history"]
@@ -208,20 +218,20 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
     history.ledger.notes.append(
         f"SVT: c = {params.c}, eps1 = {budget.eps1:.6g}, eps2 = {budget.eps2:.6g}, quality sensitivity "
         f"{max(results[name]['svt_sensitivity'] for name in names):.6g} "
-        f"({params.svt_sensitivity if paper else 'reconstructed'}),"
+        f"({params.svt_sensitivity if printed else 'reconstructed'}),"
         f" threshold alpha = {params.alpha}; svt_share = {params.svt_share} of rho_total (our split, the "
         "paper leaves it open); the tight ledger records it as c AboveThreshold instances, "
         f"(eps1 + eps2)^2 / (2c) = {rho_svt:.6g}")
     history.extra["broadcasts"] = {name: results[name]["broadcasts"] for name in names}
     if params.noise:
         # paper: at most c releases are charged (Theorem 4.1); reconstructed: all T rounds
-        count = params.c if paper else params.T
+        count = params.c if printed else params.T
         for name in names:
             history.ledger.events.extend(pp_admm.gaussian_events(name, noises[name], count=count))
             history.ledger.events.append(ZCDPEvent(rho=rho_svt, party=name))
         inputs = {"epsilon_i1": budget.epsilon_i1, "delta_i1": budget.delta_i1, "rho_i2": budget.rho_i2,
                   "c": params.c, "eps1": budget.eps1, "eps2": budget.eps2, "delta": params.delta}
-        if paper:
+        if printed:
             history.ledger.paper_bound = {"name": "pp_admm.theorem_4_1", "inputs": inputs}
         else:
             history.ledger.paper_bound = {"name": "pp_admm.theorem_4_1_reconstructed",

@@ -25,7 +25,7 @@ def _run(algorithm, error, *, epsilon=None, block=None, curve=(0.6, 0.5), std=0.
     if epsilon is not None:
         params["epsilon"] = epsilon
     privacy = {"paper": {"epsilon": epsilon, "epsilon_cks": 0.8}, "tight": {"epsilon": 0.7, "method": "rdp"},
-               "status": "certified"}
+               "status": "certified", "certified": True}
     return Run(name=name, params=params, metrics=metrics, history=history, privacy=privacy)
 
 
@@ -151,3 +151,73 @@ def test_baselines_check_without_majority_error_says_not_checked(tmp_path):
     text = (tmp_path / "tables" / "pp_admm_baselines_check.md").read_text()
     assert "DVP on adult at ε = 10: the run records no majority_error, not checked." in text
     assert "Every baseline is below" not in text
+
+
+def _with_average(run, averages, *, scale=None):
+    """`run` with per-seed finals of the average model's error (and the agents' reading scale)."""
+    seeds = [{**seed, "final": {"test_error_average_model": a},
+              "extra": {"agents": {"agent1": {"scale": scale}}} if scale else {}}
+             for seed, a in zip(run.history["runs"], averages)]
+    return Run(name=run.name, params=run.params, metrics=run.metrics, history={"runs": seeds},
+               privacy=run.privacy)
+
+
+def test_every_error_table_shows_both_models_and_the_scale(tmp_path):
+    runs = [_with_average(r, (0.14, 0.16)) if r.get("algorithm") == "pp_admm" else r for r in _grid(GOOD)]
+    runs += [_with_average(r, (0.19, 0.21)) for r in _studies()]
+    report.build(Runs(runs), ReportOutput(tmp_path))
+    table = (tmp_path / "tables" / "pp_admm_error.md").read_text()
+    assert "### agents' own models" in table and "### average model" in table
+    assert "0.1500 ± 0.0141" in table  # the average model over the two seeds of each PP-ADMM run
+    assert "Every row runs on one scale: each agent's summed loss" in table
+    assert "ε needed for a given error (Fig. 5)" in table
+    studies = (tmp_path / "tables" / "pp_admm_studies.md").read_text()
+    assert "average model" in studies and "0.2000 ± 0.0141" in studies and "majority class" in studies
+    csv = (tmp_path / "plots" / "data" / "pp_admm_error_vs_epsilon.csv").read_text()
+    assert ",average," in csv and ",agents," in csv
+
+
+def test_rows_on_different_scales_are_flagged(tmp_path):
+    runs = [Run(name=r.name, params=r.params, metrics={**r.metrics, "loss_scale": "mean"}, history=r.history,
+                privacy=r.privacy) if r.get("algorithm") == "dvp" else r for r in _grid(GOOD)]
+    report.build(Runs(runs), ReportOutput(tmp_path))
+    table = (tmp_path / "tables" / "pp_admm_error.md").read_text()
+    assert "different scales" in table and "not comparable" in table
+
+
+def test_units_table_sorts_eta_on_the_mean_scale(tmp_path):
+    block = {"noise": False, "lam_hat_rule": "lam", "lam": 1e-4}
+    runs = [_with_average(_run("pp_admm", e, epsilon=10.0, block={**block, "variant": "literal", "eta": eta},
+                               name=f"pp_admm-adult-units-eta{eta}"), (e, e), scale=1.0)
+            for eta, e in ((0.5, 0.2512), (0.005, 0.179), (0.5 / 7000, 0.170))]
+    summed = _run("pp_admm", 0.1701, epsilon=10.0, block=block, name="pp_admm-adult-decomp-opt")
+    runs.append(_with_average(summed, (0.17, 0.17), scale=7000.0))
+    runs += [_run("pp_admm", 0.2036, epsilon=10.0),
+             _run("pp_admm", 0.2512, epsilon=10.0, block={"variant": "literal"},
+                  name="pp_admm-adult-literal-eps10")]
+    report.build(Runs(runs), ReportOutput(tmp_path))
+    text = (tmp_path / "tables" / "pp_admm_units.md").read_text()
+    sweep, private = text.split("## With the noise")
+    order = [line.split("|")[3].strip() for line in sweep.splitlines() if line.startswith("| η")]
+    assert order == ["0.5", "0.005", "7.14e-05", "7.14e-05"]
+    assert "η and β read on the summed loss (`variant: paper`)" in sweep
+    assert "η and β read on the mean-loss scale as printed (`variant: literal`)" in sweep
+    assert "0.2036 ± 0.0020" in private and "0.2512 ± 0.0020" in private
+
+
+def test_eps_split_table_marks_the_fixed_lam_hat_as_not_private(tmp_path):
+    runs = _grid(GOOD)
+    for eps in (1.0, 10.0):
+        runs.append(_run("pp_admm", 0.24, epsilon=eps, block={"eps3_ratio": 0.5}))
+        fixed = _run("pp_admm", 0.2, epsilon=eps, block={"lam_hat_rule": "lam", "lam": 1e-3})
+        runs.append(Run(name=fixed.name, params=fixed.params, metrics=fixed.metrics, history=fixed.history,
+                        privacy={"certified": False, "paper": None, "tight": None,
+                                 "status": "not certified"}))
+    report.build(Runs(runs), ReportOutput(tmp_path))
+    text = (tmp_path / "tables" / "pp_admm_eps_split.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| adult")]
+    cells = [[c.strip() for c in r.split("|")[2:4]] for r in rows]
+    assert cells == [["1", "0.99"], ["1", "0.5"], ["1", "fixed λ̂"], ["10", "0.99"], ["10", "0.5"],
+                     ["10", "fixed λ̂"]]
+    assert all(("not a privacy guarantee" in r) == ("fixed" in r) for r in rows)
+    assert "certified (paper bound ε = 1)" in rows[0]
