@@ -44,7 +44,8 @@ def _params(**values):
 
 
 def _paper(**values):
-    return build(fdml.Params, values, "experiments.test")
+    """Algorithm 1 as written (own: stored) unless the test names another own term."""
+    return build(fdml.Params, {"own": "stored", **values}, "experiments.test")
 
 
 def _fit(parties, params, *, seed=1, capture=False):
@@ -305,22 +306,28 @@ def test_parameter_errors_name_the_key():
 # Algorithm 1 as written (variant: paper / label_private)
 
 
-def _reference_paper_tau0(Xs, y, models, thetas, schedule, *, eta, lam, iterations, warmup):
+def _reference_paper_tau0(Xs, y, models, thetas, schedule, *, eta, lam, iterations, warmup, own="stored"):
     """Lock-step Algorithm 1 (tau = 0) in plain numpy: the server's A holds each party's post-update
-    prediction for every row; iteration t uses sigmoid(sum_k A[I(t), k]), i.e. the composite model at the
-    joint iterate right after the rows' previous visit. The first `warmup` iterations use fresh
-    predictions."""
+    prediction for every row; iteration t uses sigmoid(sum_k A[I(t), k]) (own: stored), i.e. the composite
+    model at the joint iterate right after the rows' previous visit, or (own: fresh) party j's own current
+    prediction plus the other parties' entries of A. The first `warmup` iterations use fresh predictions."""
     thetas = [t.copy() for t in thetas]
     A = np.column_stack([m.forward(th, X)[0] for m, th, X in zip(models, thetas, Xs)])
     out = []
     for t in range(iterations):
         rows = schedule.rows(t)
         passes = [m.forward(th, X[rows]) for m, th, X in zip(models, thetas, Xs)]
-        total = sum(a for a, _ in passes) if t < warmup else A[rows].sum(axis=1)
-        r = expit(total) - y[rows]
+        if t < warmup:
+            totals = [sum(a for a, _ in passes)] * len(Xs)
+        elif own == "stored":
+            totals = [A[rows].sum(axis=1)] * len(Xs)
+        else:
+            totals = [A[rows][:, [k for k in range(len(Xs)) if k != j]].sum(axis=1) + passes[j][0]
+                      for j in range(len(Xs))]
+        residuals = [expit(total) - y[rows] for total in totals]
         step = eta / np.sqrt(t + 1)
         thetas = [th - step * (m.backward(th, X[rows], cache, r / len(rows)) + lam * th)
-                  for m, th, X, (_, cache) in zip(models, thetas, Xs, passes)]
+                  for m, th, X, (_, cache), r in zip(models, thetas, Xs, passes, residuals)]
         for k, (m, th, X) in enumerate(zip(models, thetas, Xs)):
             A[rows, k] = m.forward(th, X[rows])[0]
         if (t + 1) % schedule.n_batches == 0:
@@ -332,13 +339,16 @@ def _snapshots(trace, e):
     return np.concatenate([snaps[e] for snaps in trace.snapshots])
 
 
+@pytest.mark.parametrize("own", ["stored", "fresh"])
 @pytest.mark.parametrize("warmup", ["sync", "x0"])
 @pytest.mark.parametrize("local_model", ["lr", "nn"])
-def test_paper_tau0_full_batch_equals_synchronous_gradient_descent(local_model, warmup):
+def test_paper_tau0_full_batch_equals_synchronous_gradient_descent(local_model, warmup, own):
     # One batch per epoch: the rows' previous visit is the previous iteration, so A holds every party's
-    # current predictions and Algorithm 1 at tau = 0 is synchronous (full-batch) SGD exactly.
+    # current predictions and Algorithm 1 at tau = 0 is synchronous (full-batch) SGD exactly, whichever own
+    # term the worker uses.
     parties = _parties()
-    params = _paper(tau=0, eta=0.5, lam=1e-3, batch_size=240, epochs=6, speeds=[1, 3, 2], warmup=warmup)
+    params = _paper(tau=0, eta=0.5, lam=1e-3, batch_size=240, epochs=6, speeds=[1, 3, 2], warmup=warmup,
+                    own=own)
     trace, models, thetas, schedule = _simulate(parties, params, local_model=local_model)
     expected = _reference_sgd([p.X for p in parties], parties[0].y, models, thetas, schedule, eta=0.5,
                               lam=1e-3, iterations=6)
@@ -372,11 +382,12 @@ def test_paper_x0_warmup_reads_the_initial_predictions():
         assert np.max(np.abs(_snapshots(trace, e) - w)) <= 1e-12
 
 
-def test_label_private_gives_the_same_iterates_as_paper():
+@pytest.mark.parametrize("own", ["stored", "fresh"])
+def test_label_private_gives_the_same_iterates_as_paper(own):
     parties = _parties()
     for tau in (0, 3):
         runs = [_simulate(parties, _paper(variant=v, tau=tau, eta=0.5, batch_size=40, epochs=3,
-                                          speeds=[1, 1, 4], jitter=0.5), local_model="lr")[0]
+                                          speeds=[1, 1, 4], jitter=0.5, own=own), local_model="lr")[0]
                 for v in ("paper", "label_private")]
         for e in range(3):
             assert np.max(np.abs(_snapshots(runs[0], e) - _snapshots(runs[1], e))) <= 1e-12
@@ -416,18 +427,20 @@ def test_paper_lr_approaches_the_centralized_optimum():
     assert 0 <= history.final["train_objective"] - optimum < 5e-3
 
 
+@pytest.mark.parametrize("own", ["stored", "fresh"])
 @pytest.mark.parametrize("variant", ["paper", "label_private"])
-def test_traffic_audit_paper(variant):
+def test_traffic_audit_paper(variant, own):
     parties = _parties()
     params = _paper(variant=variant, tau=2, speeds=[1, 1, 4], batch_size=24, epochs=3, local_model="nn",
-                    hidden=6)
+                    hidden=6, own=own)
     history, network = _fit(parties, params, capture=True)
     _check_side_traffic(network, parties, epochs=3)
     names = {p.name for p in parties}
     role = {**{n: "party" for n in names}, fdml.SERVER: fdml.SERVER}
     table = {(m["tag"], m["src"], m["dst"]) for m in fdml.MESSAGES_BY_VARIANT[variant]}
     keys = {"labels": {"labels"}, "pull_sync": {"clock", "alpha"}, "pull": {"clock"}, "reject": {"clock"},
-            "sum": {"clock", "sum"}, "residual": {"clock", "residual"}, "push": {"clock", "alpha"}}
+            "sum": {"clock", "sum"}, "residual": {"clock", "residual"}, "push": {"clock", "alpha"},
+            "pull_fresh": {"clock", "alpha"}}
     param_sizes = {d * 6 + 12 + (j == 0) for j, d in enumerate(DIMS)} | set(DIMS)
     seen = set()
     for msg in network.messages:
@@ -443,13 +456,102 @@ def test_traffic_audit_paper(variant):
                 assert value.dtype == np.float64 and value.shape == (24,)
                 assert value.size not in param_sizes and not np.all(np.isin(value, (0.0, 1.0)))
         seen.add(msg.tag)
-    assert seen == {m["tag"] for m in fdml.MESSAGES_BY_VARIANT[variant]} - {"init"}
+    # a label-private pull carries the worker's own current term when the server computes it (own: fresh)
+    carries_own = variant == "label_private" and own == "fresh"
+    assert seen == {m["tag"] for m in fdml.MESSAGES_BY_VARIANT[variant]} - {"init"} - (
+        set() if carries_own else {"pull_fresh"})
     tags = network.summary()["tags"]
     assert tags["push"]["messages"] == 3 * 3 * 10
     answers = tags["sum" if variant == "paper" else "residual"]["messages"]
     assert answers == 3 * 3 * 10 and tags["reject"]["messages"] == history.final["rejections"]
-    assert tags["pull"]["messages"] == 3 * 2 * 10 + history.final["rejections"]
+    first_pulls = tags["pull_fresh"]["messages"] if carries_own else 0
+    assert first_pulls == (3 * 2 * 10 if carries_own else 0)  # every pull after the synchronous epoch
+    assert tags["pull"]["messages"] == 3 * 2 * 10 - first_pulls + history.final["rejections"]
+    assert history.extra["own"] == own
     assert ("labels" in tags) == (variant == "paper")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The worker's own term: own: fresh (model (8), lag 0 from a party to itself) vs own: stored (the literal sum)
+
+
+@pytest.mark.parametrize("warmup", ["sync", "x0"])
+@pytest.mark.parametrize("variant", ["paper", "label_private"])
+def test_own_fresh_with_a_single_worker_is_minibatch_sgd(variant, warmup):
+    # No other entry in A: with its own term fresh, Algorithm 1 is plain mini-batch SGD whatever tau and the
+    # timing; with the stored one it feeds back its own prediction from the rows' previous visit.
+    parties = _parties(dims=(6,))
+    runs = {own: _simulate(parties, _paper(variant=variant, own=own, warmup=warmup, tau=3, eta=0.5, lam=1e-2,
+                                           batch_size=32, epochs=3, speeds=[1]), local_model="lr")
+            for own in ("fresh", "stored")}
+    trace, _, thetas, schedule = runs["fresh"]
+    expected = _joined_lr_sgd(with_bias(parties[0].X), parties[0].y, thetas[0], schedule, eta=0.5, lam=1e-2,
+                              iterations=3 * schedule.n_batches)
+    for e, w in enumerate(expected):
+        np.testing.assert_allclose(trace.snapshots[0][e], w, rtol=0, atol=1e-12)
+    assert trace.delays[:, 2].max() == 0 and not trace.mean_ages.any()  # nothing was read from A
+    assert np.max(np.abs(runs["stored"][0].snapshots[0][-1] - expected[-1])) > 1e-6
+
+
+@pytest.mark.parametrize("local_model", ["lr", "nn"])
+def test_own_fresh_with_every_other_entry_fresh_equals_staleness_bounded(local_model):
+    # Parties 2 and 3 see only zeros (linear, no intercept): their predictions are 0 whatever their
+    # parameters, so every entry of theirs in A is as fresh as model (8)'s. Then Algorithm 1 with the own term
+    # fresh takes exactly the steps of staleness_bounded, under uneven random timing and tau > 0; with the own
+    # term stored it does not.
+    rng = np.random.default_rng(4)
+    n = 240
+    X1 = rng.normal(size=(n, 5))
+    y = (rng.random(n) < expit(X1 @ rng.normal(size=5))).astype(np.int8)
+    Xs = [X1, np.zeros((n, 3)), np.zeros((n, 4))]
+    models = [make_local_model(local_model, n_features=5, hidden=4, bias=True),
+              make_local_model("lr", n_features=3, hidden=4, bias=False),
+              make_local_model("lr", n_features=4, hidden=4, bias=False)]
+    thetas = [m.init(rng) for m in models]
+    names = ["party1", "party2", "party3"]
+
+    def run(**values):
+        params = dataclasses.replace(
+            build(fdml.Params, {"tau": 2, "eta": 0.5, "lam": 1e-2, "batch_size": 40, "epochs": 3, **values},
+                  "experiments.test"), speeds=(1.0, 1.0, 4.0))
+        trace = fdml.simulate(names, Xs, y, models=models, thetas=thetas,
+                              schedule=fdml.Schedule(n, 40, seed=11), params=params,
+                              network=Network([*names, fdml.SERVER]), rng=np.random.default_rng(9))
+        return [_snapshots(trace, e) for e in range(3)]
+
+    bounded = run(variant="staleness_bounded")
+    fresh = run(variant="paper", own="fresh")
+    stored = run(variant="paper", own="stored")
+    for e in range(3):
+        assert np.max(np.abs(fresh[e] - bounded[e])) <= 1e-12
+    assert np.max(np.abs(stored[-1] - bounded[-1])) > 1e-6
+
+
+@pytest.mark.parametrize("warmup", ["sync", "x0"])
+@pytest.mark.parametrize("local_model", ["lr", "nn"])
+def test_own_fresh_tau0_uses_its_own_current_prediction_and_the_others_entries(local_model, warmup):
+    parties = _parties(sparse=local_model == "lr")
+    params = _paper(own="fresh", warmup=warmup, tau=0, eta=0.5, lam=1e-3, batch_size=40, epochs=3,
+                    speeds=[1, 1, 4])
+    trace, models, thetas, schedule = _simulate(parties, params, local_model=local_model)
+    Xs, y, iters = [p.X for p in parties], parties[0].y, 3 * schedule.n_batches
+    first = schedule.n_batches if warmup == "sync" else 0
+    expected = _reference_paper_tau0(Xs, y, models, thetas, schedule, eta=0.5, lam=1e-3, iterations=iters,
+                                     warmup=first, own="fresh")
+    for e, w in enumerate(expected):
+        assert np.max(np.abs(_snapshots(trace, e) - w)) <= 1e-12
+    stored = _reference_paper_tau0(Xs, y, models, thetas, schedule, eta=0.5, lam=1e-3, iterations=iters,
+                                   warmup=first, own="stored")
+    assert np.max(np.abs(_snapshots(trace, 2) - stored[2])) > 1e-6
+    # the other parties' entries are still about an epoch old; only the own term is fresh
+    assert trace.delays[:, 2].max() >= schedule.n_batches - 1
+
+
+def test_own_stored_is_algorithm_1_only():
+    with pytest.raises(ParamError, match=r"experiments.test: own must be 'fresh' with variant "
+                                         r"'staleness_bounded'.*got 'stored'"):
+        _params(own="stored")
+    assert _paper(own="fresh").own == "fresh" and build(fdml.Params, {}, "x").own == "fresh"
 
 
 def test_cost_model_prices_compute_and_messages_but_not_rejections():

@@ -22,25 +22,35 @@ the steps and f use ``lam / n`` (:func:`ppml.models.losses.mean_form_lam`, repor
 Protocols (parameter server run by the label holder; a sample coordinator's seeded schedule fixes the
 mini-batches I(0), I(1), ... for every worker). ``variant`` chooses one:
 
-``paper`` (default): Algorithm 1 as written (``shared/specs/fdml_paper.md``). The server sends the labels to
+``paper`` (default): Algorithm 1 (``shared/specs/fdml_paper.md``). The server sends the labels to
 every worker before training. It keeps the prediction matrix A (n x m). Pull(j, t): unless t is more than
 ``tau`` iterations ahead of the slowest worker (then the pull is rejected and the worker retries; rejections
-are counted), the server sends sum_k A[I(t), k]; the worker computes H' = sigmoid(sum) - y with its own copy
-of the labels, steps by eq. (9), x^j <- x^j - eta_t (J_j(x^j_t)^T H' / |I(t)| + lam x^j),
+are counted), the server sends the sum of A's entries for I(t); the worker computes H' = sigmoid(s) - y with
+its own copy of the labels, steps by eq. (9), x^j <- x^j - eta_t (J_j(x^j_t)^T H' / |I(t)| + lam x^j),
 eta_t = eta / sqrt(t) (t counted from 1), and pushes its post-update predictions
 alpha^j(x^j_(t+1), xi^j_I(t)), which the server stores in A. So the other parties' entries for a row are
 what they pushed when they last processed it: after the first epoch, about an epoch old.
+``own`` sets the worker's own term in s. ``own: stored`` is Algorithm 1's literal s = sum_k A[I(t), k]: the
+worker's own entry is its prediction from its previous visit of the rows, a delayed self-feedback that
+oscillates or diverges at the step sizes centralized SGD takes (a9a LR: eta >= 4), so it forces a small eta.
+``own: fresh`` (default) is model (8), whose lag from a party to itself is 0 (the convergence proof assumes
+every lag <= tau): s = alpha^j(x^j_t, xi^j_I(t)) + sum_(k != j) A[I(t), k], the worker's own current
+prediction plus the other workers' entries (the server sends only those); it trains at the centralized step
+size and matches centralized SGD on a9a (the FDML Table I report runs both).
 A is filled by a synchronous first epoch (``warmup: sync``, default, the
 paper's suggestion): in epoch 1 the pull carries the worker's current predictions and the server answers with
 their fresh sum once all have arrived, so epoch 1 is exactly synchronous mini-batch SGD; ``warmup: x0``
 instead initializes A with alpha(x_0) for all rows and applies the clock-gap rule from iteration 0. What
 ``tau = 0`` equals: lock-step iterations in which row i's prediction is the composite model at the joint
-iterate right after the row's previous visit (an epoch-old iterate), i.e. synchronous SGD with epoch-delayed
-predictions; it is synchronous mini-batch SGD exactly in epoch 1 (``warmup: sync``) and throughout when one
-batch is the whole training set. The tests check both against numpy references (<= 1e-12).
+iterate right after the row's previous visit (an epoch-old iterate; ``own: fresh``: except the worker's own
+term, at its current iterate), i.e. synchronous SGD with epoch-delayed predictions; it is synchronous
+mini-batch SGD exactly in epoch 1 (``warmup: sync``) and throughout when one batch is the whole training set;
+with one worker and ``own: fresh`` it is mini-batch SGD at any tau. The tests check these against numpy
+references (<= 1e-12).
 
 ``label_private``: the same protocol, but the labels never leave the label holder: the server answers a pull
-with the residual sigmoid(sum_k A[I(t), k]) - y instead of the sum (same iterates as ``paper``).
+with the residual sigmoid(s) - y instead of the sum (same iterates as ``paper``); with ``own: fresh`` the pull
+carries the worker's own current predictions on I(t) for that.
 
 ``staleness_bounded``: model (8) with bounded delays (today's reconstruction, ``fdml_ssp.md``). At its
 iteration ``t`` party ``j`` pushes ``alpha_j(x_j^t, xi_j[S_t])``; the server answers with the residual
@@ -82,8 +92,9 @@ Threat model: parties and server are honest-but-curious. The server is operated 
 ``paper`` the label vector is sent to every worker (the paper's design); in ``label_private`` and
 ``staleness_bounded`` it never crosses, but the residuals reveal each batch row's label through their sign
 (``r < 0`` iff ``y = 1``). What else crosses: each party's local predictions (to the server), prediction sums
-or residuals (to the party), iteration numbers (pull, reject, refresh). No feature and no local parameter
-leaves its owner. No noise is added (the spec's optional DP on local
+(with ``own: fresh`` the other workers' entries only, which under ``own: stored`` a worker derives as well,
+from the full sum minus its own last push) or residuals (to the party), iteration numbers (pull, reject,
+refresh). No feature and no local parameter leaves its owner. No noise is added (the spec's optional DP on local
 predictions is not implemented).
 
 References
@@ -161,14 +172,22 @@ MESSAGES_PAPER: tuple[dict[str, str], ...] = (
     {"tag": "pull", "src": "party", "dst": SERVER,
      "content": "{clock t}: Pull(j, t), also each retry after a rejection",
      "protection": "none: an iteration number"},
+    {"tag": "pull_fresh", "src": "party", "dst": SERVER,
+     "content": "{clock t, alpha}: Pull(j, t) carrying the worker's own term alpha^j(x^j_t) on I(t) (|I(t)| "
+                "floats; label_private with ``own: fresh``, where the server computes the residual; a retry "
+                "after a rejection is a plain pull)",
+     "protection": "none: plaintext local predictions (no features, no parameters)"},
     {"tag": "reject", "src": SERVER, "dst": "party",
      "content": "{clock t}: the pull is refused, t is more than tau ahead of the slowest worker; retry",
      "protection": "none: an iteration number"},
     {"tag": "sum", "src": SERVER, "dst": "party",
-     "content": "{clock t, sum}: sum_k A[I(t), k] (|I(t)| floats; paper)",
+     "content": "{clock t, sum}: sum_k A[I(t), k] (``own: stored``) or the other workers' entries "
+                "sum_(k != j) A[I(t), k] (``own: fresh``; the worker adds its own current prediction); in the "
+                "synchronous first epoch the sum of every worker's fresh prediction (|I(t)| floats; paper)",
      "protection": "none: plaintext aggregate predictions"},
     {"tag": "residual", "src": SERVER, "dst": "party",
-     "content": "{clock t, residual}: sigmoid(sum_k A[I(t), k]) - y on I(t) (label_private only)",
+     "content": "{clock t, residual}: sigmoid(s) - y on I(t), s the sum the paper variant would send plus, "
+                "with ``own: fresh``, the own term the pull carried (label_private only)",
      "protection": "none: reveals the batch's labels through its sign"},
     {"tag": "push", "src": "party", "dst": SERVER,
      "content": "{clock t, alpha}: Push(j, t, alpha^j(x^j_(t+1), xi^j_I(t))): post-update predictions on "
@@ -178,7 +197,7 @@ MESSAGES_PAPER: tuple[dict[str, str], ...] = (
 
 #: every message any variant sends, by variant
 MESSAGES_BY_VARIANT: dict[str, tuple[dict[str, str], ...]] = {
-    "paper": tuple(m for m in MESSAGES_PAPER if m["tag"] != "residual"),
+    "paper": tuple(m for m in MESSAGES_PAPER if m["tag"] not in ("residual", "pull_fresh")),
     "label_private": tuple(m for m in MESSAGES_PAPER if m["tag"] not in ("labels", "sum")),
     "staleness_bounded": MESSAGES_STALENESS_BOUNDED,
 }
@@ -192,12 +211,19 @@ class Params:
     Attributes
     ----------
     variant : {"paper", "label_private", "staleness_bounded"}
-        ``paper`` (default): Algorithm 1 as written: the labels are sent to every worker, the server keeps
+        ``paper`` (default): Algorithm 1: the labels are sent to every worker, the server keeps
         the prediction matrix A of post-update pushes and rejects a pull that is more than `tau` iterations
         ahead of the slowest worker. ``label_private``: the same A-matrix protocol, but the server (run by the
         label holder) returns residuals and the labels never leave it. ``staleness_bounded``: model (8)
         with every used prediction at most `tau` iterations old (refresh messages); ``tau = 0`` is exactly
         synchronous mini-batch SGD.
+    own : {"fresh", "stored"}
+        paper / label_private: the worker's own term in H's argument. ``fresh`` (default; model (8), whose
+        lag from a party to itself is 0): its own current prediction alpha^j(x^j_t, xi^j_I(t)) plus the other
+        workers' entries of A. ``stored``: Algorithm 1's literal sum_k A[I(t), k], the own entry included
+        (its post-update prediction from its previous visit of the rows, about an epoch old): a delayed
+        self-feedback that forces a smaller `eta` (a9a LR: 1 instead of centralized SGD's 8).
+        ``staleness_bounded`` uses fresh own predictions by construction (``stored`` is an error there).
     warmup : {"sync", "x0"}
         paper / label_private: how A is filled before it is read. ``sync`` (default; the paper's suggestion
         of a synchronous first epoch): during the first epoch each pull carries the worker's current
@@ -241,6 +267,7 @@ class Params:
     """
 
     variant: Literal["paper", "label_private", "staleness_bounded"] = "paper"
+    own: Literal["fresh", "stored"] = "fresh"
     warmup: Literal["sync", "x0"] = "sync"
     local_model: Literal["lr", "nn"] = "lr"
     features: Literal["split", "all", "local"] = "split"
@@ -259,6 +286,11 @@ class Params:
     flop_rate: float = field(default=1e9, metadata={"gt": 0})
     latency: float = field(default=1e-3, metadata={"ge": 0})
     bandwidth: float = field(default=1.25e8, metadata={"gt": 0})
+
+    def __post_init__(self) -> None:
+        if self.variant == "staleness_bounded" and self.own != "fresh":
+            fail("own", f"must be 'fresh' with variant 'staleness_bounded' (model (8): every party uses its own "
+                        f"current prediction), got {self.own!r}")
 
 
 class Schedule:
@@ -314,8 +346,9 @@ class Schedule:
 # roles
 
 
-class Worker:
-    """Party ``j``'s role: its own features and local model; it talks only to the server.
+class _Worker:
+    """What every worker shares: party ``j``'s features, local model and parameters, its copy of the shared
+    schedule, and the local step of eq. (9) from the residuals of its batch.
 
     Parameters
     ----------
@@ -337,6 +370,8 @@ class Worker:
         Iterations to perform.
     """
 
+    ANSWERS: tuple[str, ...] = ()  # the tags of the server's messages the worker waits for
+
     def __init__(self, *, name: str, X: Matrix, model: LocalModel, theta: np.ndarray, link: _Sender,
                  schedule: Schedule, eta: float, lam: float, iterations: int) -> None:
         self.name = name
@@ -349,20 +384,44 @@ class Worker:
         self._lam = lam
         self.iterations = iterations
         self.clock = 0  # completed iterations = version of the current parameters
+        self.retry_pending = False  # a rejected pull waits to be retried (Algorithm 1's clock-gap rule)
+
+    @property
+    def done(self) -> bool:
+        return self.clock >= self.iterations
+
+    def _step(self, Xb: Matrix, cache: Any, r: np.ndarray) -> None:
+        """x^j <- x^j - eta / sqrt(t + 1) (J_j(x^j)^T r / |I(t)| + lam x^j) at t = clock; the clock advances."""
+        _, reg = l2_penalty(self.theta, self._lam)
+        grad = self.model.backward(self.theta, Xb, cache, r / len(r)) + reg
+        self.theta -= (self._eta / np.sqrt(self.clock + 1)) * grad
+        self.clock += 1
+
+
+class Worker(_Worker):
+    """Party ``j``'s role in ``staleness_bounded``: it pushes its predictions for the batch of its next
+    iteration (its pull), steps on the residual the server answers, and recomputes predictions on request.
+
+    Parameters
+    ----------
+    keep_previous : bool
+        Keep the parameters from before the last step (on the simulated clock a refresh request can be older
+        than that step's completion). The other parameters are :class:`_Worker`'s.
+    """
+
+    ANSWERS = ("residual", "refresh")
+
+    def __init__(self, *, keep_previous: bool = False, **common: Any) -> None:
+        super().__init__(**common)
+        self._keep_previous = keep_previous
         self._batch: tuple[Matrix, Any] | None = None  # rows and forward cache of the pushed batch
         self._residual: np.ndarray | None = None
-        self.retry_pending = False  # this variant never rejects a pull
         self._previous: tuple[np.ndarray, int] | None = None  # parameters and version before the last step
-        self.keep_previous = False  # keep them (the simulated clock's refreshes may predate the last step)
 
     @property
     def computing(self) -> bool:
         """The server has answered the current pull; the local step is under way."""
         return self._residual is not None
-
-    @property
-    def done(self) -> bool:
-        return self.clock >= self.iterations
 
     def start(self) -> None:
         """Push the predictions of the first batch (the pull of iteration 0)."""
@@ -397,33 +456,125 @@ class Worker:
         """Finish the current iteration: local gradient from the residual, step, and the next push."""
         if self._residual is None or self._batch is None:
             raise RuntimeError(f"{self.name}: no residual to complete iteration {self.clock} with")
-        if self.keep_previous:
+        if self._keep_previous:
             self._previous = (self.theta.copy(), self.clock)
         Xb, cache = self._batch
         r = self._residual
-        _, reg = l2_penalty(self.theta, self._lam)
-        grad = self.model.backward(self.theta, Xb, cache, r / len(r)) + reg
-        self.theta -= (self._eta / np.sqrt(self.clock + 1)) * grad
-        self.clock += 1
         self._residual = None
         self._batch = None
+        self._step(Xb, cache, r)
         if not self.done:
             self._push()
 
 
-class Server:
-    """The parameter server, operated by the label holder.
+class PaperWorker(_Worker):
+    """Worker ``j`` of Algorithm 1: its features, its copy of the labels (paper) and its local model.
 
-    It keeps the parties' local predictions for the live batches with the parameter version that produced
-    them, answers pulls under the stale-synchronous rule, and records the delay actually used in every
-    answer.
+    Iteration t: Pull(j, t) -> the server's answer; x^j_(t+1) = x^j_t - eta_t (H' d alpha^j(x^j_t,
+    xi^j_I(t)) / d x^j + lam x^j_t), eta_t = eta / sqrt(t + 1) (t from 0, i.e. eta / sqrt(t) counted from 1);
+    then Push(j, t, alpha^j(x^j_(t+1), xi^j_I(t))). A rejected pull is retried (:meth:`retry`). H' is
+    sigmoid(s) - y with s = sum_k A[I(t), k] (``own: stored``, Algorithm 1's literal sum) or
+    s = alpha^j(x^j_t, xi^j_I(t)) + sum_(k != j) A[I(t), k] (``own: fresh``, model (8)): the worker adds its own
+    current prediction to the other workers' entries the server sent; under ``label_private`` the server does
+    that with the prediction the pull carried (``pull_fresh``) and answers with the residual.
+    The first `warmup` iterations are synchronous: the pull carries alpha^j(x^j_t) on I(t) and every entry of
+    the answer is fresh.
+
+    Parameters
+    ----------
+    warmup : int
+        Synchronous iterations at the start.
+    send_init : bool
+        Send alpha^j(x^j_0) for every training row first (``warmup: x0``).
+    own : {"fresh", "stored"}
+        The worker's own term (:class:`Params`).
+    private : bool
+        ``label_private``: the server holds the labels and answers with residuals.
+    The other parameters are :class:`_Worker`'s.
+    """
+
+    ANSWERS = ("labels", "sum", "residual", "reject")
+
+    def __init__(self, *, warmup: int, send_init: bool, own: str, private: bool, **common: Any) -> None:
+        super().__init__(**common)
+        self._warmup = warmup
+        self._send_init = send_init
+        self._own_fresh = own == "fresh"
+        self._private = private
+        self._y: np.ndarray | None = None  # the labels, once the server sent them (paper only)
+        self._answer: tuple[str, np.ndarray] | None = None
+        self._pass: tuple[np.ndarray, Any] | None = None  # forward pass at x^j_t on I(t), when the pull needed it
+
+    @property
+    def computing(self) -> bool:
+        return self._answer is not None
+
+    def start(self) -> None:
+        if self._send_init:
+            self._link.send(SERVER, "init", {"alpha": self.model.forward(self.theta, self._X)[0]})
+        self._pull()
+
+    def _pull(self) -> None:
+        t = self.clock
+        if t < self._warmup or (self._own_fresh and self._private):
+            self._pass = self.model.forward(self.theta, self._schedule.batch(self._X, t))
+            tag = "pull_sync" if t < self._warmup else "pull_fresh"
+            self._link.send(SERVER, tag, {"clock": t, "alpha": self._pass[0]})
+        else:
+            self._pass = None
+            self._link.send(SERVER, "pull", {"clock": t})
+
+    def retry(self) -> None:
+        """Pull again after a rejection (the server keeps what the first pull carried)."""
+        self.retry_pending = False
+        self._link.send(SERVER, "pull", {"clock": self.clock})
+
+    def handle(self, src: str, tag: str, payload: dict[str, Any]) -> None:
+        if tag == "labels":
+            self._y = np.asarray(payload["labels"], dtype=float)
+        elif tag in ("sum", "residual"):
+            if payload["clock"] != self.clock or self._answer is not None:
+                raise RuntimeError(f"{self.name}: {tag} for iteration {payload['clock']} at {self.clock}")
+            self._answer = (tag, payload[tag])
+        elif tag == "reject":
+            self.retry_pending = True
+        else:
+            raise ValueError(f"{self.name}: unexpected message {tag!r} from {src!r}")
+
+    def complete(self) -> None:
+        """Local step from the answer of the current pull, then the post-update push and the next pull."""
+        if self._answer is None:
+            raise RuntimeError(f"{self.name}: no answer to complete iteration {self.clock} with")
+        t = self.clock
+        Xb = self._schedule.batch(self._X, t)
+        alpha, cache = self._pass if self._pass is not None else self.model.forward(self.theta, Xb)
+        kind, value = self._answer
+        if kind == "sum":
+            if self._y is None:
+                raise RuntimeError(f"{self.name}: got a prediction sum but has no labels")
+            # after the synchronous warm-up, a fresh own term is added to the other workers' entries
+            total = value + alpha if self._own_fresh and t >= self._warmup else value
+            r = expit(total) - self._y[self._schedule.rows(t)]
+        else:
+            r = value
+        self._answer = None
+        self._pass = None
+        self._step(Xb, cache, r)
+        self._link.send(SERVER, "push", {"clock": t, "alpha": self.model.forward(self.theta, Xb)[0]})
+        if not self.done:
+            self._pull()
+
+
+class _Server:
+    """What both servers share (run by the label holder): the workers, the labels, the staleness bound, the
+    record of every answered pull, and the residual.
 
     Parameters
     ----------
     workers : sequence of str
-        The parties' addresses, in the order the aggregate is summed.
+        The workers' addresses, in the order the aggregate is summed.
     labels : ndarray of {0, 1}
-        The training labels (the label holder's own; never sent).
+        The training labels (the label holder's own).
     link : _Sender
         The server's sending side (see :class:`_ServerLink`).
     schedule : Schedule
@@ -431,7 +582,7 @@ class Server:
     tau : int
         Staleness bound.
     iterations : int
-        Iterations every party performs.
+        Iterations every worker performs.
     """
 
     def __init__(self, *, workers: Sequence[str], labels: np.ndarray, link: _Sender, schedule: Schedule,
@@ -443,29 +594,51 @@ class Server:
         self._schedule = schedule
         self._tau = tau
         self._iterations = iterations
+        self._clocks: dict[str, int] = {}
+        self.delays: list[tuple[int, int, int]] = []  # (t, worker index, largest age of a used prediction)
+        self.mean_ages: list[float] = []  # per answer: mean age (staleness_bounded: the largest)
+        self.gaps: list[int] = []  # t - slowest clock at every answered pull (Algorithm 1)
+        self.refreshes = 0  # refresh requests sent (staleness_bounded)
+        self.rejections = 0  # pulls rejected under the clock-gap rule (Algorithm 1)
+
+    @property
+    def min_clock(self) -> int:
+        return min(self._clocks.values())
+
+    def _residual(self, total: np.ndarray, t: int) -> np.ndarray:
+        return expit(total) - self._y[self._schedule.rows(t)]
+
+    def _record(self, t: int, j: int, max_age: int, mean_age: float) -> None:
+        self.delays.append((t, j, max_age))
+        self.mean_ages.append(mean_age)
+
+
+class Server(_Server):
+    """The parameter server of ``staleness_bounded``.
+
+    It keeps the parties' local predictions for the live batches with the parameter version that produced
+    them, answers pulls under the stale-synchronous rule, and records the delay actually used in every
+    answer. Parameters: :class:`_Server`'s.
+    """
+
+    def __init__(self, **common: Any) -> None:
+        super().__init__(**common)
         self._clocks = dict.fromkeys(self._workers, -1)  # latest iteration each party pushed (-1: none yet)
         self._table: dict[int, dict[str, tuple[int, np.ndarray]]] = {}  # t -> party -> (version, alpha)
         self._pulls: list[tuple[int, int]] = []  # waiting (t, party index)
         self._asked: set[tuple[str, int]] = set()
         self._served: dict[int, int] = {}
-        self.delays: list[tuple[int, int, int]] = []  # (t, party index, largest delay used)
-        self.refreshes = 0
-        self.rejections = 0  # this variant holds pulls instead of rejecting them
 
     def start(self) -> None:
         """Nothing to send before the workers' first pushes."""
 
-    @property
-    def mean_ages(self) -> list[float]:
-        return [float(d) for _, _, d in self.delays]
+    def opening(self) -> tuple[tuple[str, ...], ...]:
+        """What the server receives from each worker before the first completion: its first push."""
+        return (("alpha",),)
 
-    @property
-    def gaps(self) -> list[int]:
-        return []
-
-    @property
-    def min_clock(self) -> int:
-        return min(self._clocks.values())
+    def after(self, *, last: bool) -> tuple[tuple[str, ...], ...]:
+        """What the server receives from a worker that completed an iteration: its next push, if any."""
+        return () if last else (("alpha",),)
 
     @property
     def finished(self) -> bool:
@@ -512,150 +685,67 @@ class Server:
         aggregate = entries[self._workers[0]][1].copy()
         for k in self._workers[1:]:
             aggregate += entries[k][1]
-        residual = expit(aggregate) - self._y[self._schedule.rows(t)]
-        self._link.send(self._workers[j], "residual", {"clock": t, "residual": residual})
+        self._link.send(self._workers[j], "residual", {"clock": t, "residual": self._residual(aggregate, t)})
         delay = max(t - version for version, _ in entries.values())
         if not 0 <= delay <= self._tau:
             raise RuntimeError(f"server: delay {delay} outside [0, {self._tau}] at iteration {t}")
-        self.delays.append((t, j, delay))
+        self._record(t, j, delay, float(delay))
         self._served[t] = self._served.get(t, 0) + 1
         if self._served[t] == len(self._workers):  # nobody pulls t again
             del self._table[t], self._served[t]
 
 
-class PaperWorker:
-    """Worker ``j`` of Algorithm 1: its features, its copy of the labels (paper) and its local model.
-
-    Iteration t: Pull(j, t) -> the server's sum_k A[I(t), k] (or, ``label_private``, the residual computed
-    at the label holder); x^j_(t+1) = x^j_t - eta_t (H'(sum) d alpha^j(x^j_t, xi^j_I(t)) / d x^j + lam x^j_t),
-    eta_t = eta / sqrt(t + 1) (t from 0, i.e. eta / sqrt(t) counted from 1); then Push(j, t,
-    alpha^j(x^j_(t+1), xi^j_I(t))). A rejected pull is retried (:meth:`retry`).
-    The first `warmup` iterations are synchronous: the pull carries alpha^j(x^j_t) on I(t).
-    """
-
-    def __init__(self, *, name: str, X: Matrix, model: LocalModel, theta: np.ndarray, link: _Sender,
-                 schedule: Schedule, eta: float, lam: float, iterations: int, warmup: int,
-                 send_init: bool) -> None:
-        self.name = name
-        self._X = X
-        self.model = model
-        self.theta = np.array(theta, dtype=float)
-        self._link = link
-        self._schedule = schedule
-        self._eta = eta
-        self._lam = lam
-        self.iterations = iterations
-        self._warmup = warmup
-        self._send_init = send_init
-        self.clock = 0
-        self.retry_pending = False
-        self._y: np.ndarray | None = None  # the labels, once the server sent them (paper only)
-        self._answer: tuple[str, np.ndarray] | None = None
-        self._cache: Any = None
-
-    @property
-    def computing(self) -> bool:
-        return self._answer is not None
-
-    @property
-    def done(self) -> bool:
-        return self.clock >= self.iterations
-
-    def start(self) -> None:
-        if self._send_init:
-            self._link.send(SERVER, "init", {"alpha": self.model.forward(self.theta, self._X)[0]})
-        self._pull()
-
-    def _pull(self) -> None:
-        t = self.clock
-        if t < self._warmup:
-            alpha, self._cache = self.model.forward(self.theta, self._schedule.batch(self._X, t))
-            self._link.send(SERVER, "pull_sync", {"clock": t, "alpha": alpha})
-        else:
-            self._cache = None
-            self._link.send(SERVER, "pull", {"clock": t})
-
-    def retry(self) -> None:
-        """Pull again after a rejection."""
-        self.retry_pending = False
-        self._link.send(SERVER, "pull", {"clock": self.clock})
-
-    def handle(self, src: str, tag: str, payload: dict[str, Any]) -> None:
-        if tag == "labels":
-            self._y = np.asarray(payload["labels"], dtype=float)
-        elif tag in ("sum", "residual"):
-            if payload["clock"] != self.clock or self._answer is not None:
-                raise RuntimeError(f"{self.name}: {tag} for iteration {payload['clock']} at {self.clock}")
-            self._answer = (tag, payload[tag])
-        elif tag == "reject":
-            self.retry_pending = True
-        else:
-            raise ValueError(f"{self.name}: unexpected message {tag!r} from {src!r}")
-
-    def complete(self) -> None:
-        """Local step from the answer of the current pull, then the post-update push and the next pull."""
-        if self._answer is None:
-            raise RuntimeError(f"{self.name}: no answer to complete iteration {self.clock} with")
-        t = self.clock
-        rows = self._schedule.rows(t)
-        Xb = self._schedule.batch(self._X, t)
-        cache = self._cache if self._cache is not None else self.model.forward(self.theta, Xb)[1]
-        kind, value = self._answer
-        if kind == "sum":
-            if self._y is None:
-                raise RuntimeError(f"{self.name}: got a prediction sum but has no labels")
-            r = expit(value) - self._y[rows]
-        else:
-            r = value
-        _, reg = l2_penalty(self.theta, self._lam)
-        grad = self.model.backward(self.theta, Xb, cache, r / len(r)) + reg
-        self.theta -= (self._eta / np.sqrt(t + 1)) * grad
-        self._answer = None
-        self._cache = None
-        self._link.send(SERVER, "push", {"clock": t, "alpha": self.model.forward(self.theta, Xb)[0]})
-        self.clock += 1
-        if not self.done:
-            self._pull()
-
-
-class PaperServer:
+class PaperServer(_Server):
     """The server of Algorithm 1 (run by the label holder): the prediction matrix A and the clock-gap rule.
 
     A[i, j] is worker j's last pushed prediction for row i; ``versions[i, j]`` the parameter version that
-    produced it (x^j_s has version s). A pull for iteration t is answered with sum_k A[I(t), k] unless
-    t - min_k c_k > tau (c_k = iterations worker k completed), when it is rejected. The age of an entry
-    used at iteration t is t - version (in model (8)'s sense; it can be negative when a worker ahead has
-    already pushed a later epoch's prediction for the row); the largest and mean age of every answer is
-    recorded, which the server can do because it sees the pushes' clocks (nothing extra crosses).
+    produced it (x^j_s has version s). A pull of worker j for iteration t is answered unless
+    t - min_k c_k > tau (c_k = iterations worker k completed), when it is rejected. The answer is
+    sum_k A[I(t), k] (``own: stored``) or the other workers' entries sum_(k != j) A[I(t), k] (``own: fresh``;
+    under ``label_private`` plus the worker's own current prediction, which its pull carried), as a sum for
+    the worker (paper) or as the residual (label_private). The age of an entry read from A at iteration t is
+    t - version (in model (8)'s sense; it can be negative when a worker ahead has already pushed a later
+    epoch's prediction for the row); the largest and mean age of the entries read in every answer are recorded
+    (a fresh own term has age 0 and is not read from A), which the server can do because it sees the pushes'
+    clocks (nothing extra crosses).
+
+    Parameters
+    ----------
+    send_labels : bool
+        Send the labels to every worker and answer with sums (paper), or keep them (label_private).
+    needs_init : bool
+        Wait for every worker's alpha(x_0) on all rows before answering (``warmup: x0``).
+    own : {"fresh", "stored"}
+        The worker's own term (:class:`Params`).
+    The other parameters are :class:`_Server`'s.
     """
 
-    def __init__(self, *, workers: Sequence[str], labels: np.ndarray, link: _Sender, schedule: Schedule,
-                 tau: int, iterations: int, warmup: int, send_labels: bool, needs_init: bool) -> None:
-        self._workers = tuple(workers)
-        self._index = {w: i for i, w in enumerate(self._workers)}
-        self._y = np.asarray(labels, dtype=float)
-        self._link = link
-        self._schedule = schedule
-        self._tau = tau
-        self._iterations = iterations
-        self._warmup = warmup
+    PULLS = ("pull", "pull_sync", "pull_fresh")
+
+    def __init__(self, *, send_labels: bool, needs_init: bool, own: str, **common: Any) -> None:
+        super().__init__(**common)
         self._send_labels = send_labels
+        self._needs_init = needs_init
+        self._own_fresh = own == "fresh"
         n, m = len(self._y), len(self._workers)
         self.A = np.zeros((n, m))
         self.versions = np.zeros((n, m), dtype=np.int64)
+        # the columns each worker's answer reads from A: all (own: stored) or the other workers' (own: fresh)
+        self._read = [[k for k in range(m) if k != j or not self._own_fresh] for j in range(m)]
         self._inits: set[str] = set() if needs_init else set(self._workers)
         self._held: list[tuple[str, int]] = []  # pulls waiting for A's initialization
         self._fresh: dict[int, dict[str, np.ndarray]] = {}  # synchronous first epoch: t -> worker -> alpha
+        self._own: dict[str, np.ndarray] = {}  # label_private, own fresh: the own term the pull carried
         self._clocks = dict.fromkeys(self._workers, 0)  # completed iterations
-        self.delays: list[tuple[int, int, int]] = []  # (t, worker index, largest age used)
-        self.mean_ages: list[float] = []
-        self.gaps: list[int] = []  # t - slowest clock at every answered pull
-        self.rejections = 0
-        self.refreshes = 0
 
-    @property
-    def min_clock(self) -> int:
-        return min(self._clocks.values())
+    def opening(self) -> tuple[tuple[str, ...], ...]:
+        """What the server receives from each worker before the first completion: its alpha(x_0) on every row
+        (``warmup: x0``), then its first pull."""
+        return ((("init",),) if self._needs_init else ()) + (self.PULLS,)
+
+    def after(self, *, last: bool) -> tuple[tuple[str, ...], ...]:
+        """What the server receives from a worker that completed an iteration: its push, then its next pull."""
+        return (("push",),) + (() if last else (self.PULLS,))
 
     @property
     def finished(self) -> bool:
@@ -676,7 +766,9 @@ class PaperServer:
                 held, self._held = self._held, []
                 for w, t in held:
                     self._pull(w, t)
-        elif tag == "pull":
+        elif tag in ("pull", "pull_fresh"):
+            if tag == "pull_fresh":
+                self._own[src] = payload["alpha"]
             if len(self._inits) < len(self._workers):
                 self._held.append((src, payload["clock"]))
             else:
@@ -692,8 +784,7 @@ class PaperServer:
                 del self._fresh[t]
                 for k in self._workers:
                     self._send(self._index[k], t, total)
-                    self.delays.append((t, self._index[k], 0))
-                    self.mean_ages.append(0.0)
+                    self._record(t, self._index[k], 0, 0.0)
                     self.gaps.append(t - self.min_clock)
         elif tag == "push":
             t = payload["clock"]
@@ -710,19 +801,26 @@ class PaperServer:
             self.rejections += 1
             self._link.send(src, "reject", {"clock": t})
             return
+        j = self._index[src]
         rows = self._schedule.rows(t)
-        ages = t - self.versions[rows]
-        self.delays.append((t, self._index[src], int(ages.max())))
-        self.mean_ages.append(float(ages.mean()))
+        if self._own_fresh:
+            read = self._read[j]
+            total = self.A[np.ix_(rows, read)].sum(axis=1)
+            ages = t - self.versions[np.ix_(rows, read)]
+            if src in self._own:  # label_private: the worker's own current term, carried by its pull
+                total = total + self._own.pop(src)
+        else:
+            total = self.A[rows].sum(axis=1)
+            ages = t - self.versions[rows]
+        self._record(t, j, int(ages.max()) if ages.size else 0, float(ages.mean()) if ages.size else 0.0)
         self.gaps.append(gap)
-        self._send(self._index[src], t, self.A[rows].sum(axis=1))
+        self._send(j, t, total)
 
     def _send(self, j: int, t: int, total: np.ndarray) -> None:
         if self._send_labels:
             self._link.send(self._workers[j], "sum", {"clock": t, "sum": total})
         else:
-            residual = expit(total) - self._y[self._schedule.rows(t)]
-            self._link.send(self._workers[j], "residual", {"clock": t, "residual": residual})
+            self._link.send(self._workers[j], "residual", {"clock": t, "residual": self._residual(total, t)})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -811,6 +909,36 @@ def _duration_stream(rng: np.random.Generator, *, speed: float, jitter: float) -
     return lambda: float(rng.gamma(shape, jitter**2 / speed))
 
 
+def _warmup_iterations(params: Params, schedule: Schedule) -> int:
+    """Synchronous iterations at the start of Algorithm 1: the first epoch (``warmup: sync``) or none."""
+    return schedule.n_batches if params.warmup == "sync" else 0
+
+
+def _staleness_bounded_worker(params: Params, *, simulated: bool, **common: Any) -> Worker:
+    return Worker(keep_previous=simulated, **common)
+
+
+def _paper_worker(params: Params, *, simulated: bool, **common: Any) -> PaperWorker:
+    return PaperWorker(warmup=_warmup_iterations(params, common["schedule"]), send_init=params.warmup == "x0",
+                       own=params.own, private=params.variant == "label_private", **common)
+
+
+def _staleness_bounded_server(params: Params, **common: Any) -> Server:
+    return Server(**common)
+
+
+def _paper_server(params: Params, **common: Any) -> PaperServer:
+    return PaperServer(send_labels=params.variant == "paper", needs_init=params.warmup == "x0", own=params.own,
+                       **common)
+
+
+#: each variant's worker and server, built from the run's parameters and the role's common arguments
+_WORKERS: dict[str, Callable[..., Worker | PaperWorker]] = {
+    "paper": _paper_worker, "label_private": _paper_worker, "staleness_bounded": _staleness_bounded_worker}
+_SERVERS: dict[str, Callable[..., Server | PaperServer]] = {
+    "paper": _paper_server, "label_private": _paper_server, "staleness_bounded": _staleness_bounded_server}
+
+
 def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Params, schedule_seed: int,
                     iterations: int, lam: float, bias: bool, has_test: bool, timing_rng: np.random.Generator,
                     init_rng: np.random.Generator | None = None, model: LocalModel | None = None,
@@ -834,24 +962,15 @@ def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Par
         theta = model.init(init_rng)
     link = _WorkerLink(endpoint)
     duration = _duration_stream(timing_rng, speed=params.speeds[index], jitter=params.jitter)
-    worker: Worker | PaperWorker
-    if params.variant == "staleness_bounded":
-        worker = Worker(name=endpoint.name, X=party.X, model=model, theta=theta, link=link, schedule=schedule,
-                        eta=params.eta, lam=lam, iterations=iterations)
-        worker.keep_previous = simulated
-        answers: tuple[str, ...] = ("residual", "refresh")
-    else:
-        worker = PaperWorker(name=endpoint.name, X=party.X, model=model, theta=theta, link=link,
-                             schedule=schedule, eta=params.eta, lam=lam, iterations=iterations,
-                             warmup=schedule.n_batches if params.warmup == "sync" else 0,
-                             send_init=params.warmup == "x0")
-        answers = ("labels", "sum", "residual", "reject")
+    worker = _WORKERS[params.variant](params, name=endpoint.name, X=party.X, model=model, theta=theta, link=link,
+                                      schedule=schedule, eta=params.eta, lam=lam, iterations=iterations,
+                                      simulated=simulated)
     start = time.perf_counter()
     snapshots: list[np.ndarray] = []
     outstanding: tuple[float, int] | None = None  # the simulated event of the last completion
     worker.start()
     while not worker.done:
-        tag, payload = endpoint.recv_first(SERVER, answers)
+        tag, payload = endpoint.recv_first(SERVER, worker.ANSWERS)
         if tag == "labels":
             worker.handle(SERVER, tag, payload)
             continue
@@ -915,15 +1034,8 @@ def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], par
     simulated = params.mode == "simulated"
     schedule = Schedule(party.n_samples, params.batch_size, seed=schedule_seed)
     link = _ServerLink(endpoint, workers, simulated=simulated)
-    server: Server | PaperServer
-    if params.variant == "staleness_bounded":
-        server = Server(workers=workers, labels=party.y, link=link, schedule=schedule, tau=params.tau,
-                        iterations=iterations)
-    else:
-        server = PaperServer(workers=workers, labels=party.y, link=link, schedule=schedule, tau=params.tau,
-                             iterations=iterations, warmup=schedule.n_batches if params.warmup == "sync" else 0,
-                             send_labels=params.variant == "paper", needs_init=params.warmup == "x0")
-    paper = isinstance(server, PaperServer)
+    server = _SERVERS[params.variant](params, workers=workers, labels=party.y, link=link, schedule=schedule,
+                                      tau=params.tau, iterations=iterations)
 
     def receive(src: str, tags: tuple[str, ...]) -> None:
         tag, payload = endpoint.recv_first(src, tags)
@@ -937,12 +1049,8 @@ def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], par
     start = time.perf_counter()
     server.start()
     for w in workers:
-        if paper:
-            if params.warmup == "x0":
-                receive(w, ("init",))
-            receive(w, ("pull", "pull_sync"))
-        else:
-            receive(w, ("alpha",))
+        for tags in server.opening():
+            receive(w, tags)
     settle()
 
     completed = dict.fromkeys(workers, 0)
@@ -971,12 +1079,8 @@ def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], par
         busy.discard(w)
         completed[w] += 1
         c = completed[w]
-        if paper:
-            receive(w, ("push",))
-            if c < iterations:
-                receive(w, ("pull", "pull_sync"))
-        elif c < iterations:
-            receive(w, ("alpha",))
+        for tags in server.after(last=c == iterations):
+            receive(w, tags)
         if not simulated:
             observed.append(max(completed.values()) - c)
         settle()
@@ -1051,15 +1155,18 @@ def _history(party: Party, workers: list[str], params: Params, trace: dict[str, 
         extra["delay_histogram"] = np.bincount(delays[:, 2], minlength=params.tau + 1).tolist()
     else:
         extra["warmup"] = params.warmup
+        extra["own"] = params.own
         extra["age_quantiles"] = {q: float(np.quantile(delays[:, 2], q / 100)) for q in (0, 50, 90, 100)}
     if observed:  # threads mode: the staleness the pushes really had
         extra["observed_staleness"] = {"histogram": np.bincount(observed).tolist(), "max": int(max(observed)),
                                        "mean": float(np.mean(observed))}
     history.extra.update(extra)
+    own = {"stored": " (the worker's own term from A, as Algorithm 1's sum is written)",
+           "fresh": " (the worker's own term fresh, as in model (8))"}[params.own]
     history.ledger.notes.append(
         f"protocol {variant_name}: " + {
-            "paper": "Algorithm 1 as written; the labels were sent to every worker; no noise, nothing certified",
-            "label_private": "Algorithm 1 with residuals at the label holder; labels never sent; no noise",
+            "paper": f"Algorithm 1{own}; the labels were sent to every worker; no noise, nothing certified",
+            "label_private": f"Algorithm 1{own} with residuals at the label holder; labels never sent; no noise",
             "staleness_bounded": "model (8) with bounded staleness; labels never sent; no noise",
             "sgd": "one worker (centralized or local baseline), nothing crosses; no noise"}[variant_name])
     history.finish(
@@ -1106,11 +1213,13 @@ class Trace:
     seconds : list (per party) of list (per epoch) of float
         Wall seconds since the party's start at the same moments.
     delays : ndarray of int, shape (n_answers, 3)
-        For every answered pull: iteration, party index, largest delay (age of a used prediction) used.
+        For every answered pull: iteration, party index, largest delay (age of a used prediction) used
+        (Algorithm 1: of the entries read from A; 0 when none is, a fresh own term being current).
     refreshes : int
         Refresh requests the server sent (``staleness_bounded``).
     mean_ages : ndarray of float, shape (n_answers,)
-        Mean age of the predictions used in every answer (``staleness_bounded``: the largest).
+        Mean age of the predictions used in every answer (``staleness_bounded``: the largest; Algorithm 1: of
+        the entries read from A).
     rejections : int
         Pulls the server rejected under the clock-gap rule (paper, label_private).
     gaps : ndarray of int
@@ -1145,8 +1254,8 @@ def simulate(names: Sequence[str], Xs: Sequence[Matrix], y01: np.ndarray, *, mod
     schedule : Schedule
         The shared batch schedule (its seed is what the roles share).
     params : Params
-        variant, warmup, tau, eta, lam and objective (n is the schedule's), epochs, speeds (already one per
-        worker), jitter, mode and tick are used.
+        variant, own, warmup, tau, eta, lam and objective (n is the schedule's), epochs, speeds (already one
+        per worker), jitter, mode and tick are used.
     network : Network
         Carries every message.
     rng : numpy.random.Generator
@@ -1266,8 +1375,10 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
         fail("speeds", f"has {len(params.speeds)} entries but the run has {len(names)} workers {names}")
     # One worker (centralized, local) is standard mini-batch SGD, as Table I's baselines: fresh predictions
     # (the single-worker case of model (8)); A's epoch-old entries belong to the distributed protocol only.
+    single = len(names) == 1
     run_params = dataclasses.replace(params, speeds=params.speeds or (1.0,) * len(names),
-                                     variant=params.variant if len(names) > 1 else "staleness_bounded")
+                                     variant="staleness_bounded" if single else params.variant,
+                                     own="fresh" if single else params.own)
     schedule_rng, timing_rng, *init_rngs = rng.spawn(2 + len(names))
     schedule_seed = int(schedule_rng.integers(2**63))
     infos = [public.info(name) for name in names]

@@ -2,12 +2,19 @@
 
 Reads two groups of runs, each identified by its experiment-name prefix and described by its own fields:
 
-- ``fdml_table1-*``: one run per dataset x ``local_model`` (lr, nn) x ``features`` (local, all, split),
-  the rows local / centralized / FDML of Table I. The published numbers (``published/fdml_table1.csv``
-  under the report root) are on Tencent's private data, so they sit beside ours for the pattern (FDML vs
-  centralized vs local), not for the absolute values.
-- ``fdml_staleness-*``: the same model under staleness bounds ``tau`` with uneven parties; simulated runs give
-  the reproducible wall-clock model, ``mode: threads`` runs the real-clock observation.
+- ``fdml_table1-*``: per dataset x ``local_model`` (lr, nn): the rows local (``features: local``),
+  centralized (``all``) and FDML (``split``) of Table I, FDML once per ``own`` term (``fresh``: the worker's
+  own current prediction plus the other workers' entries of A, model (8); ``stored``: Algorithm 1's literal
+  sum over A), each at the step size its own rule picks. Further centralized runs at an FDML run's step size
+  are its equal-step-size controls: Table I's centralized row is the only centralized run, or the one at the
+  local row's step size (both baselines are the same mini-batch SGD). The published numbers
+  (``published/fdml_table1.csv`` under the report root) are on Tencent's private data, so they sit beside
+  ours for the pattern (FDML vs centralized vs local), not for the absolute values.
+- ``fdml_staleness-*``: the same model under staleness bounds ``tau`` with uneven parties, per ``own`` term;
+  simulated runs give the reproducible wall-clock model, ``mode: threads`` runs the real-clock observation.
+
+The paper's claims are checked for each own term: the default's (``fresh``) keep their ids, the other's
+carry ``-own_stored``; the comparisons with centralized also state centralized at the FDML run's step size.
 
 Outputs: ``tables/fdml_table1.md``, ``tables/fdml_staleness.md``, plot data and figures ``fdml_curves`` (train
 objective per epoch of the Table I runs) and ``fdml_staleness`` (train objective against simulated time).
@@ -35,6 +42,7 @@ PUBLISHED = ("published", "fdml_table1.csv")  # under the report root
 DATASETS = ("a9a", "default_credit")
 MODELS = {"lr": "LR", "nn": "NN"}  # local_model field -> Table I's model column
 SETTINGS = {"local": "local", "all": "centralized", "split": "FDML"}  # features field -> Table I's setting
+OWNS = ("fresh", "stored")  # the FDML worker's own term; claims of the first keep their ids, others get a suffix
 TABLE_EPOCH = 10  # Table I reports epoch 10
 NEAR_AUC = 0.01  # "very close": the paper's FDML-LR vs centralized-LR AUC gap is 0.0066; we allow 0.01
 FALLBACK_AUC_MARGIN = 0.005  # AUC margin when a comparison has no seed replicates to measure one from
@@ -54,17 +62,53 @@ def _published(out: ReportOutput) -> dict[tuple[str, str], dict[str, Any]]:
             for r in rows if r["paper"] == PAPER}
 
 
-def _table_runs(runs: Runs) -> dict[tuple[str, str, str], Run]:
-    """Table I runs keyed by (dataset, model, setting)."""
-    out: dict[tuple[str, str, str], Run] = {}
+def _own(run: Run) -> str:
+    """The worker's own term of an FDML run (runs from before the option were Algorithm 1's literal sum)."""
+    return run.get("own") or "stored"
+
+
+def _eta(run: Run | None) -> float | None:
+    return None if run is None or run.get("eta") is None else float(run.get("eta"))
+
+
+def _table_runs(runs: Runs) -> dict[tuple, Run]:
+    """Table I runs keyed by (dataset, model, setting, which): ``which`` is None for local, the own term for
+    FDML, the step size for centralized (Table I's row and the equal-step-size controls)."""
+    out: dict[tuple, Run] = {}
     for run in runs:
         if not run.name.startswith(TABLE_PREFIX):
             continue
-        key = (run.get("dataset"), MODELS.get(run.get("local_model")), SETTINGS.get(run.get("features")))
+        setting = SETTINGS.get(run.get("features"))
+        which = {"FDML": _own(run), "centralized": _eta(run)}.get(setting)
+        key = (run.get("dataset"), MODELS.get(run.get("local_model")), setting, which)
         if key in out:
             raise LookupError(f"two Table I runs for {key}: {out[key].name} and {run.name}")
         out[key] = run
     return out
+
+
+def _local(table: dict, dataset: str, model: str) -> Run | None:
+    return table.get((dataset, model, "local", None))
+
+
+def _fdml(table: dict, dataset: str, model: str, own: str) -> Run | None:
+    return table.get((dataset, model, "FDML", own))
+
+
+def _centralized(table: dict, dataset: str, model: str) -> Run | None:
+    """Table I's centralized row: the only centralized run, or the one at the local row's step size (both
+    baselines are mini-batch SGD under one step-size choice); the other centralized runs are controls."""
+    found = [r for k, r in table.items() if k[:3] == (dataset, model, "centralized")]
+    if len(found) == 1:
+        return found[0]
+    eta = _eta(_local(table, dataset, model))
+    return next((r for r in found if _eta(r) == eta), None)
+
+
+def _control(table: dict, dataset: str, model: str, fdml_run: Run | None) -> Run | None:
+    """The centralized run at the FDML run's step size (the comparison at equal step size)."""
+    eta = _eta(fdml_run)
+    return None if eta is None else table.get((dataset, model, "centralized", eta))
 
 
 def _records(run: Run | None) -> list[dict[str, Any]]:
@@ -116,10 +160,28 @@ def _fmt(x: _At) -> str:
     return f"{x.mean:.4f}" + ("" if x.se is None else f" ± {x.se:.4f}")
 
 
-def _table1(runs: dict[tuple[str, str, str], Run], published: dict, out: ReportOutput) -> None:
-    header = ["model", "setting", "data", "protocol", "seeds", f"train objective (epoch {TABLE_EPOCH})",
-              "test log loss", "test AUC", "AUC - centralized", "cost-model s / epoch", "simulated time",
-              "wall s (one process)"]
+def _rows_of(table: dict, dataset: str, model: str, setting: str) -> list[tuple[str, Run | None]]:
+    """The (label, run) rows of one Table I setting: FDML once per own term, each followed by its
+    equal-step-size centralized control unless that is Table I's centralized row itself."""
+    if setting == "local":
+        return [("local", _local(table, dataset, model))]
+    central = _centralized(table, dataset, model)
+    if setting == "centralized":
+        return [("centralized", central)]
+    rows: list[tuple[str, Run | None]] = []
+    for own in OWNS:
+        run = _fdml(table, dataset, model, own)
+        rows.append((f"FDML, own {own}", run))
+        control = _control(table, dataset, model, run)
+        if control is not None and control is not central:
+            rows.append((f"centralized at FDML own {own}'s step size", control))
+    return rows
+
+
+def _table1(table: dict, published: dict, out: ReportOutput) -> None:
+    header = ["model", "setting", "data", "protocol", "eta", "seeds", f"train objective (epoch {TABLE_EPOCH})",
+              "test log loss", "test AUC", "AUC - centralized", "AUC - centralized at equal eta",
+              "cost-model s / epoch", "simulated time", "wall s (one process)"]
     rows: list[list[Any]] = []
     for model in MODELS.values():
         for setting in SETTINGS.values():
@@ -127,36 +189,44 @@ def _table1(runs: dict[tuple[str, str, str], Run], published: dict, out: ReportO
             if paper:
                 central = published.get((model, "centralized"), {}).get("test_auc")
                 gap = None if central is None else paper["test_auc"] - central
-                rows.append([model, setting, "paper (Tencent, private)", "—", None,
-                             paper["train_objective"], paper["test_logloss"], paper["test_auc"], gap, None,
+                rows.append([model, setting, "paper (Tencent, private)", "—", None, None,
+                             paper["train_objective"], paper["test_logloss"], paper["test_auc"], gap, None, None,
                              None, paper["seconds"]])
             for dataset in DATASETS:
-                run = runs.get((dataset, model, setting))
-                auc = _at_epoch(run, "test_auc")
-                if auc is None:
-                    rows.append([model, setting, dataset, "not run"] + [None] * 8)
-                    continue
-                central = _at_epoch(runs.get((dataset, model, "centralized")), "test_auc")
-                obj, loss = _at_epoch(run, "train_objective"), _at_epoch(run, "test_logloss")
-                cost = _at_epoch(run, "cost_seconds")
-                sim, wall = _at_epoch(run, "sim_time"), _at_epoch(run, "seconds")
-                rows.append([model, setting, dataset, run.get("protocol"), auc.seeds,
-                             _fmt(obj) if obj else None, _fmt(loss) if loss else None, _fmt(auc),
-                             None if central is None else auc.mean - central.mean,
-                             None if cost is None else cost.mean / TABLE_EPOCH,
-                             None if sim is None else sim.mean, None if wall is None else wall.mean])
+                central = _at_epoch(_centralized(table, dataset, model), "test_auc")
+                for label, run in _rows_of(table, dataset, model, setting):
+                    auc = _at_epoch(run, "test_auc")
+                    if run is None or auc is None:
+                        rows.append([model, label, dataset, "not run"] + [None] * 10)
+                        continue
+                    control = (_at_epoch(_control(table, dataset, model, run), "test_auc")
+                               if label.startswith("FDML") else None)
+                    obj, loss = _at_epoch(run, "train_objective"), _at_epoch(run, "test_logloss")
+                    cost = _at_epoch(run, "cost_seconds")
+                    sim, wall = _at_epoch(run, "sim_time"), _at_epoch(run, "seconds")
+                    rows.append([model, label, dataset, run.get("protocol"), _eta(run), auc.seeds,
+                                 _fmt(obj) if obj else None, _fmt(loss) if loss else None, _fmt(auc),
+                                 None if central is None else auc.mean - central.mean,
+                                 None if control is None else auc.mean - control.mean,
+                                 None if cost is None else cost.mean / TABLE_EPOCH,
+                                 None if sim is None else sim.mean, None if wall is None else wall.mean])
     note = (f"Table I analogue at epoch {TABLE_EPOCH} (as the paper's Table I; mean ± standard error over "
             "seeds). The paper's numbers are on Tencent's private app data; ours on public data, so compare "
-            "the pattern (FDML vs centralized vs local), not the values. FDML runs Algorithm 1 as written "
-            "(protocol `paper`: labels at every worker, prediction matrix A of post-update pushes, clock-gap "
-            "rule); local and centralized are standard mini-batch SGD (protocol `sgd`). `cost-model s / "
-            "epoch`: the slowest worker's compute (flops at the run's `flop_rate`) plus its messages "
-            "(`latency` each, bytes at `bandwidth`), per epoch; `simulated time`: the event simulator's "
-            "clock (iterations of a speed-1 party); `wall s`: this process, all roles in one.")
+            "the pattern (FDML vs centralized vs local), not the values. FDML runs Algorithm 1 (protocol "
+            "`paper`: labels at every worker, prediction matrix A of post-update pushes, clock-gap rule) with "
+            "the worker's own term in H's argument either fresh (`own fresh`: its own current prediction plus "
+            "the other workers' entries of A, model (8)) or stored (`own stored`: Algorithm 1's literal "
+            "sum over A, its own entry about an epoch old), each at the largest step size eta its stability "
+            "rule allows (params.yaml); `AUC - centralized at equal eta` compares it with centralized SGD at "
+            "that same eta (a control row when it differs from the centralized row's). Local and "
+            "centralized are standard mini-batch SGD (protocol `sgd`). `cost-model s / epoch`: the slowest "
+            "worker's compute (flops at the run's `flop_rate`) plus its messages (`latency` each, bytes at "
+            "`bandwidth`), per epoch; `simulated time`: the event simulator's clock (iterations of a speed-1 "
+            "party); `wall s`: this process, all roles in one.")
     out.table("fdml_table1", note + "\n\n" + markdown_table(header, rows))
 
 
-def _curves(runs: dict[tuple[str, str, str], Run], out: ReportOutput) -> None:
+def _curves(table: dict, out: ReportOutput) -> None:
     import matplotlib.pyplot as plt
 
     panels = (("train_objective", "training objective"), ("test_logloss", "test log loss"),
@@ -164,23 +234,24 @@ def _curves(runs: dict[tuple[str, str, str], Run], out: ReportOutput) -> None:
     rows = []
     fig, axes = plt.subplots(len(DATASETS) * len(MODELS), len(panels), figsize=(12, 11), squeeze=False)
     for r, (dataset, model) in enumerate((d, m) for d in DATASETS for m in MODELS.values()):
-        for setting in SETTINGS.values():
-            records = _records(runs.get((dataset, model, setting)))
+        for label, run in (row for setting in SETTINGS.values() for row in _rows_of(table, dataset, model, setting)):
+            records = _records(run)
             if not records:
                 continue
-            for c, (key, label) in enumerate(panels):
+            for c, (key, title) in enumerate(panels):
                 ax = axes[r][c]
-                ax.plot([x["epoch"] for x in records], [x.get(key) for x in records], label=setting)
-                ax.set_title(f"{dataset}, {model}: {label}")
+                ax.plot([x["epoch"] for x in records], [x.get(key) for x in records],
+                        label=f"{label} (eta {_eta(run):g})")
+                ax.set_title(f"{dataset}, {model}: {title}")
                 ax.set_xlabel("epoch")
-            rows += [{"dataset": dataset, "model": model, "setting": setting, "epoch": x["epoch"],
-                      "train_objective": x["train_objective"], "test_logloss": x.get("test_logloss"),
-                      "test_auc": x.get("test_auc")} for x in records]
+            rows += [{"dataset": dataset, "model": model, "setting": label, "eta": _eta(run),
+                      "epoch": x["epoch"], "train_objective": x["train_objective"],
+                      "test_logloss": x.get("test_logloss"), "test_auc": x.get("test_auc")} for x in records]
         for c in range(len(panels)):
             ax = axes[r][c]
             if ax.has_data():
                 ax.axvline(TABLE_EPOCH, color="grey", linestyle=":")
-                ax.legend(fontsize=7)
+                ax.legend(fontsize=6)
     fig.tight_layout()
     out.plot_data("fdml_curves", rows)
     out.figure("fdml_curves", fig)
@@ -202,30 +273,35 @@ def _observed(run: Run) -> str:
     return "—" if not seen else f"{seen['mean']:.2f} / {seen['max']}"
 
 
-def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
-    """The staleness table and figure; returns the simulated runs ordered by tau."""
+def _staleness(runs: Runs, out: ReportOutput) -> dict[str, list[Run]]:
+    """The staleness table and figure; returns the simulated runs of each own term, ordered by tau."""
     import matplotlib.pyplot as plt
 
     study = sorted((r for r in runs if r.name.startswith(STALENESS_PREFIX) and r.available),
-                   key=lambda r: (r.get("mode"), r.get("tau")))
-    finals = [_num(r.get("train_objective")) for r in study]
-    finals = [f for f in finals if f is not None]
-    if not study or not finals:
+                   key=lambda r: (r.get("mode"), OWNS.index(_own(r)) if _own(r) in OWNS else len(OWNS),
+                                  r.get("tau")))
+    targets: dict[str, float] = {}
+    for run in study:
+        final = _num(run.get("train_objective"))
+        if final is not None:
+            targets[_own(run)] = min(final, targets.get(_own(run), final))
+    targets = {own: best * (1 + TARGET_GAP) for own, best in targets.items()}
+    if not study or not targets:
         out.table("fdml_staleness", "Staleness study: not run (no `fdml_staleness-*` runs available).")
-        return []
-    target = min(finals) * (1 + TARGET_GAP)
-    header = ["mode", "protocol", "tau", "speeds", "epochs", "final train objective", "epochs to target",
-              "simulated time to target", "simulated time / epoch", "seconds to target", "seconds / epoch",
-              "max clock gap", "rejected pulls", "max age used", "mean age used", "transport",
-              "observed staleness (mean / max)"]
+        return {}
+    header = ["mode", "protocol", "own", "eta", "tau", "speeds", "epochs", "final train objective",
+              "target (own)", "epochs to target", "simulated time to target", "simulated time / epoch",
+              "seconds to target", "seconds / epoch", "max clock gap", "rejected pulls", "max age used",
+              "mean age used", "transport", "observed staleness (mean / max)"]
     rows, plot_rows = [], []
     fig, ax = plt.subplots(figsize=(6, 4))
     for run in study:
         records = _records(run)
-        epoch_hit, sim_hit = _time_to_target(records, target, "sim_time")
-        _, sec_hit = _time_to_target(records, target, "seconds")
-        rows.append([run.get("mode"), run.get("protocol"), run.get("tau"), run.get("speeds"),
-                     run.get("epochs"), _num(run.get("train_objective")),
+        target = targets.get(_own(run))
+        epoch_hit, sim_hit = (None, None) if target is None else _time_to_target(records, target, "sim_time")
+        _, sec_hit = (None, None) if target is None else _time_to_target(records, target, "seconds")
+        rows.append([run.get("mode"), run.get("protocol"), _own(run), _eta(run), run.get("tau"),
+                     run.get("speeds"), run.get("epochs"), _num(run.get("train_objective")), target,
                      "not reached" if epoch_hit is None else epoch_hit,
                      sim_hit, _num(run.get("sim_time_per_epoch")), sec_hit,
                      _num(run.get("seconds_per_epoch")), run.get("max_gap"), run.get("rejections"),
@@ -233,16 +309,20 @@ def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
                      _observed(run)])
         if run.get("mode") == "simulated" and records:
             ax.plot([x["sim_time"] for x in records], [x["train_objective"] for x in records],
-                    label=f"tau = {run.get('tau')}")
-            plot_rows += [{"tau": run.get("tau"), "epoch": x["epoch"], "sim_time": x["sim_time"],
-                           "seconds": x["seconds"], "train_objective": x["train_objective"],
-                           "mean_age": x.get("mean_delay")} for x in records]
-    ax.axhline(target, color="grey", linestyle=":", label="target")
+                    label=f"own {_own(run)}, eta {_eta(run):g}, tau = {run.get('tau')}",
+                    linestyle="-" if _own(run) == OWNS[0] else "--")
+            plot_rows += [{"own": _own(run), "eta": _eta(run), "tau": run.get("tau"), "epoch": x["epoch"],
+                           "sim_time": x["sim_time"], "seconds": x["seconds"],
+                           "train_objective": x["train_objective"], "mean_age": x.get("mean_delay")}
+                          for x in records]
+    for own, target in targets.items():
+        ax.axhline(target, color="grey", linestyle=":" if own == OWNS[0] else "-.", label=f"target (own {own})")
     ax.set_xlabel("simulated time (iterations of a speed-1 party)")
     ax.set_ylabel("training objective")
-    ax.legend()
+    ax.legend(fontsize=6)
     fig.tight_layout()
-    note = (f"Staleness study: target = best final training objective x (1 + {TARGET_GAP}) = {target:.5f}. "
+    note = (f"Staleness study: target = best final training objective of the runs with the same own term x "
+            f"(1 + {TARGET_GAP}) (" + ", ".join(f"own {o}: {t:.5f}" for o, t in targets.items()) + "). "
             "Simulated runs model the parallel wall clock (per-party speeds, random iteration times); "
             "threads runs are one real run each under real asynchrony (every party its own process, "
             "transport: ray, completions taken as they arrive; `observed staleness`: per push, the most "
@@ -250,13 +330,16 @@ def _staleness(runs: Runs, out: ReportOutput) -> list[Run]:
             "Under "
             "Algorithm 1 (protocol `paper`) tau bounds the clock gap (`max clock gap`; a pull further ahead "
             "is rejected and retried), not the age of the predictions used: `max/mean age used` is "
-            "t - (iteration whose post-update push filled the A entry), about an epoch after the "
-            "synchronous first epoch, whatever tau (negative when a faster party already pushed a later "
-            "epoch's prediction for the row).")
+            "t - (iteration whose post-update push filled the A entry) over the entries read from A (with "
+            "`own fresh` the other workers' only; the own term is current), about an epoch after the "
+            "synchronous first epoch when the writer was behind, whatever tau (-1 or less when a faster party "
+            "already pushed its prediction for the batch). `own stored` reads the worker's own entry from A "
+            "as well (Algorithm 1's literal sum), which forces its smaller eta.")
     out.table("fdml_staleness", note + "\n\n" + markdown_table(header, rows))
     out.plot_data("fdml_staleness", plot_rows)
     out.figure("fdml_staleness", fig)
-    return [r for r in study if r.get("mode") == "simulated"]
+    simulated = [r for r in study if r.get("mode") == "simulated"]
+    return {own: [r for r in simulated if _own(r) == own] for own in OWNS}
 
 
 def _claim(claim_id: str, statement: str, published: str, ours: str, verdict: str, margin: str = "") -> Claim:
@@ -275,60 +358,91 @@ def _paper_pair(published: dict, key: str, a: tuple[str, str], b: tuple[str, str
     return f"Table I (Tencent): {a[0]} {a[1]} {pa:g} vs {b[0]} {b[1]} {pb:g}"
 
 
-def _auc_claims(table: dict, published: dict, dataset: str) -> list[Claim]:
+def _suffix(own: str) -> str:
+    """Claim ids: the default own term (fresh) keeps the ids claims had before the option; others say theirs."""
+    return "" if own == OWNS[0] else f"-own_{own}"
+
+
+OWN_TEXT = {"fresh": "own term fresh: its current prediction plus the other workers' entries of A, model (8)",
+            "stored": "own term stored: Algorithm 1's literal sum over A, its own entry about an epoch old"}
+
+
+def _equal_eta(table: dict, dataset: str, model: str, run: Run | None, f: _At) -> str:
+    """The comparison with centralized SGD at the FDML run's own step size, for the claims' `ours`."""
+    control = _at_epoch(_control(table, dataset, model, run), "test_auc")
+    if control is None:
+        return f"; centralized at FDML's eta {_eta(run)}: not run"
+    return (f"; at equal step size (eta {_eta(run):g}) centralized {_fmt(control)}, FDML - it "
+            f"{f.mean - control.mean:+.4f}")
+
+
+def _auc_claims(table: dict, published: dict, dataset: str, own: str) -> list[Claim]:
     claims = []
+    tag, how = _suffix(own), OWN_TEXT[own]
+    fdml_runs = {model: _fdml(table, dataset, model, own) for model in MODELS.values()}
 
     def auc(model: str, setting: str) -> _At | None:
-        return _at_epoch(table.get((dataset, model, setting)), "test_auc")
+        run = {"FDML": fdml_runs[model], "local": _local(table, dataset, model),
+               "centralized": _centralized(table, dataset, model)}[setting]
+        return _at_epoch(run, "test_auc")
+
+    def eta(model: str) -> str:
+        return f"eta {_eta(fdml_runs[model]):g}" if fdml_runs[model] is not None else "eta ?"
 
     for model in MODELS.values():
-        cid = f"fdml-beats-local-{model.lower()}-{dataset}"
+        cid = f"fdml-beats-local-{model.lower()}-{dataset}{tag}"
         statement = (f"FDML {model} has a higher test AUC than the local-features-only {model} at epoch "
-                     f"{TABLE_EPOCH} ({dataset})")
+                     f"{TABLE_EPOCH} ({dataset}; FDML with the worker's {how})")
         pub = _paper_pair(published, "test_auc", (model, "FDML"), (model, "local"))
         f, loc = auc(model, "FDML"), auc(model, "local")
         if f is None or loc is None:
-            claims.append(_missing(cid, statement, pub, f"{dataset} {model} FDML or local run missing"))
+            claims.append(_missing(cid, statement, pub, f"{dataset} {model} FDML (own {own}) or local run missing"))
         else:
             margin, why = _auc_margin(f, loc)
-            claims.append(_claim(cid, statement, pub, f"FDML {_fmt(f)} vs local {_fmt(loc)} "
+            claims.append(_claim(cid, statement, pub, f"FDML {_fmt(f)} ({eta(model)}) vs local {_fmt(loc)} "
                                  f"(difference {f.mean - loc.mean:+.4f})", compare(f.mean - loc.mean, margin),
                                  why))
 
-    cid = f"fdml-lr-near-centralized-{dataset}"
+    cid = f"fdml-lr-near-centralized-{dataset}{tag}"
     statement = (f"FDML LR, run asynchronously (Algorithm 1: tau > 0, uneven parties, epoch-old entries of "
-                 f"A), is within {NEAR_AUC} test AUC of centralized LR (fresh mini-batch SGD, all features) "
-                 f"at epoch {TABLE_EPOCH} ({dataset}). Both fit the same linear model, so this tests whether "
-                 "Algorithm 1's stale predictions and clock-gap asynchrony cost accuracy after 10 epochs, "
-                 "not whether the model class matters; the difference checked is "
-                 f"{NEAR_AUC} - |AUC_centralized - AUC_FDML|")
+                 f"A; the worker's {how}), is within {NEAR_AUC} test AUC of centralized LR (fresh mini-batch "
+                 f"SGD, all features) at epoch {TABLE_EPOCH} ({dataset}), each at the step size its own rule "
+                 "picks. Both fit the same linear model, so this tests whether Algorithm 1's stale predictions "
+                 f"and clock-gap asynchrony cost accuracy after 10 epochs, not whether the model class matters; "
+                 f"the difference checked is {NEAR_AUC} - |AUC_centralized - AUC_FDML|")
     pub = _paper_pair(published, "test_auc", ("LR", "FDML"), ("LR", "centralized")) + \
         " (gap 0.0066: 'very close')"
     f, c = auc("LR", "FDML"), auc("LR", "centralized")
-    fdml_run = table.get((dataset, "LR", "FDML"))
-    if f is None or c is None:
-        claims.append(_missing(cid, statement, pub, f"{dataset} LR FDML or centralized run missing"))
+    fdml_run = fdml_runs["LR"]
+    if f is None or c is None or fdml_run is None:
+        claims.append(_missing(cid, statement, pub, f"{dataset} LR FDML (own {own}) or centralized run missing"))
     else:
         margin, why = _auc_margin(f, c)
-        tau = fdml_run.get("tau") if fdml_run is not None else None
-        ours = (f"FDML {_fmt(f)} (protocol {fdml_run.get('protocol')}, tau {tau}) vs centralized {_fmt(c)}: "
-                f"gap {c.mean - f.mean:+.4f}")
+        tau = fdml_run.get("tau")
+        central = _centralized(table, dataset, "LR")
+        ours = (f"FDML {_fmt(f)} (protocol {fdml_run.get('protocol')}, tau {tau}, {eta('LR')}) vs centralized "
+                f"{_fmt(c)} (eta {_eta(central):g}): gap {c.mean - f.mean:+.4f}"
+                + _equal_eta(table, dataset, "LR", fdml_run, f))
         verdict = compare(NEAR_AUC - abs(c.mean - f.mean), margin)
         if not tau:
             verdict, ours = verdict_of(None), ours + "; not checked: the FDML run is synchronous (tau = 0)"
         claims.append(_claim(cid, statement, pub, ours, verdict, why))
 
-    cid = f"fdml-centralized-nn-better-{dataset}"
+    cid = f"fdml-centralized-nn-better-{dataset}{tag}"
     statement = (f"Centralized NN (one network over all features) has a higher test AUC than FDML NN (one "
-                 f"network per party, outputs summed) at epoch {TABLE_EPOCH} ({dataset})")
+                 f"network per party, outputs summed; the worker's {how}) at epoch {TABLE_EPOCH} ({dataset}), "
+                 "each at the step size its own rule picks")
     pub = _paper_pair(published, "test_auc", ("NN", "centralized"), ("NN", "FDML")) + " ('slightly better')"
     f, c = auc("NN", "FDML"), auc("NN", "centralized")
     if f is None or c is None:
-        claims.append(_missing(cid, statement, pub, f"{dataset} NN FDML or centralized run missing"))
+        claims.append(_missing(cid, statement, pub, f"{dataset} NN FDML (own {own}) or centralized run missing"))
     else:
         margin, why = _auc_margin(c, f)
-        claims.append(_claim(cid, statement, pub, f"centralized {_fmt(c)} vs FDML {_fmt(f)} "
-                             f"(difference {c.mean - f.mean:+.4f})", compare(c.mean - f.mean, margin), why))
+        central = _centralized(table, dataset, "NN")
+        claims.append(_claim(cid, statement, pub, f"centralized {_fmt(c)} (eta {_eta(central):g}) vs FDML "
+                             f"{_fmt(f)} ({eta('NN')}) (difference {c.mean - f.mean:+.4f})"
+                             + _equal_eta(table, dataset, "NN", fdml_runs["NN"], f),
+                             compare(c.mean - f.mean, margin), why))
     return claims
 
 
@@ -338,10 +452,13 @@ COST_NOTE = ("on the cost model (not measured time): per iteration, the slowest 
 
 
 def _time_claims(table: dict, published: dict, dataset: str) -> list[Claim]:
+    """Timing claims, on Table I's rows (FDML: the default own term; the cost model does not depend on it)."""
     claims = []
 
     def cost(model: str, setting: str) -> float | None:
-        at = _at_epoch(table.get((dataset, model, setting)), "cost_seconds")
+        run = {"FDML": _fdml(table, dataset, model, OWNS[0]), "local": _local(table, dataset, model),
+               "centralized": _centralized(table, dataset, model)}[setting]
+        at = _at_epoch(run, "cost_seconds")
         return None if at is None else at.mean
 
     def slower(cid: str, statement: str, pub: str, slow: tuple[str, str], fast: tuple[str, str]) -> Claim:
@@ -384,30 +501,33 @@ def _time_claims(table: dict, published: dict, dataset: str) -> list[Claim]:
     return claims
 
 
-def _claims(table: dict[tuple[str, str, str], Run], published: dict, simulated: list[Run]) -> list[Claim]:
-    claims = []
-    for dataset in DATASETS:
-        claims += _auc_claims(table, published, dataset)
-        claims += _time_claims(table, published, dataset)
-
-    cid = "fdml-staleness-lowers-wallclock"
+def _staleness_claim(simulated: list[Run], own: str) -> Claim:
+    cid = "fdml-staleness-lowers-wallclock" + _suffix(own)
     statement = ("With uneven parties, a larger staleness bound tau lowers the time per epoch on the "
                  "simulated parallel clock: non-increasing over the tau studied, and lower at the largest "
-                 "tau than at tau = 0")
+                 f"tau than at tau = 0 (FDML with the worker's {OWN_TEXT[own]})")
     pub = "the paper's motivation for bounded asynchrony (no tau sweep printed)"
     per_epoch = [(r.get("tau"), _num(r.get("sim_time_per_epoch"))) for r in simulated]
     per_epoch = [(t, v) for t, v in per_epoch if v is not None]
     if len(per_epoch) < 2 or per_epoch[0][0] != 0:
-        claims.append(_missing(cid, statement, pub, "need simulated staleness runs including tau = 0"))
-    else:
-        values = [v for _, v in per_epoch]
-        ours = ", ".join(f"tau={t}: {v:.2f}" for t, v in per_epoch) + " time units per epoch"
-        margin = TIME_MARGIN * values[0]
-        verdict = compare(values[0] - values[-1], margin)
-        if not all(b <= a for a, b in zip(values, values[1:])):
-            verdict, ours = verdict_of(False), ours + " (not monotone)"
-        claims.append(_claim(cid, statement, pub, ours, verdict,
-                             f"{margin:.3g} = {TIME_MARGIN:.0%} of the tau = 0 time (one seeded simulation)"))
+        return _missing(cid, statement, pub, f"need simulated staleness runs (own {own}) including tau = 0")
+    values = [v for _, v in per_epoch]
+    ours = ", ".join(f"tau={t}: {v:.2f}" for t, v in per_epoch) + " time units per epoch"
+    margin = TIME_MARGIN * values[0]
+    verdict = compare(values[0] - values[-1], margin)
+    if not all(b <= a for a, b in zip(values, values[1:])):
+        verdict, ours = verdict_of(False), ours + " (not monotone)"
+    return _claim(cid, statement, pub, ours, verdict,
+                  f"{margin:.3g} = {TIME_MARGIN:.0%} of the tau = 0 time (one seeded simulation)")
+
+
+def _claims(table: dict, published: dict, simulated: dict[str, list[Run]]) -> list[Claim]:
+    claims = []
+    for dataset in DATASETS:
+        for own in OWNS:
+            claims += _auc_claims(table, published, dataset, own)
+        claims += _time_claims(table, published, dataset)
+    claims += [_staleness_claim(simulated.get(own, []), own) for own in OWNS]
     return claims
 
 
