@@ -15,7 +15,9 @@ above ``--max-gap`` (the issue's targets: 100x and 1e-4 on a9a).
 
 Data: ``data/prepared/a9a`` when it exists (the pipeline's parties), else the verified mirror
 (``$DATA_MIRROR/a9a/a9a.xz`` and ``a9a.t.xz``) split 66 + 57 columns with each party's block of a row scaled
-to unit norm, as the prepare stage does. Usage: ``python bench/admm_sharing.py [--epochs 5] [--data DIR]``.
+to unit norm, as the prepare stage does. Usage: ``python bench/admm_sharing.py [--quick] [--epochs 5]
+[--data DIR] [--rows N]``. ``--quick`` (for the test suite): 3 epochs on the first 3,000 rows, the speedup
+target not applied (the objective gap still is), on synthetic data of a9a's shape when neither source is there.
 
 References
 ----------
@@ -36,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.optimize
+import scipy.sparse as sp
 
 from ppml.algorithms import admm_sharing
 from ppml.data.normalize import block_rows
@@ -44,6 +47,8 @@ from ppml.history import ConvergenceWarning
 from ppml.models.losses import logistic_objective, mean_form_lam, with_bias
 from ppml.network import Network
 from ppml.parties import Party, label_holder, signed_labels
+
+QUICK = {"epochs": 3, "rows": 3000, "min_speedup": 0.0}
 
 
 def mirror_parties(mirror: Path, split: tuple[int, int] = (66, 57)) -> list[Party]:
@@ -71,6 +76,31 @@ def mirror_parties(mirror: Path, split: tuple[int, int] = (66, 57)) -> list[Part
                              X=block_rows(X[:, cols]), y=y if k == 0 else None, test_ids=test_ids,
                              X_test=block_rows(X_test[:, cols]), y_test=y_test if k == 0 else None))
     return parties
+
+
+def synthetic_parties(rows: int, split: tuple[int, int] = (66, 57), *, seed: int = 0) -> list[Party]:
+    """a9a's shape without its files: 0/1 features, about 14 of 123 set per row, logistic labels, split and
+    block-row normalized as :func:`mirror_parties` does (for ``--quick`` where the pipeline has not run)."""
+    rng = np.random.default_rng(seed)
+    n_test = max(rows // 4, 1)
+    X = sp.csr_array((rng.random((rows + n_test, sum(split))) < 14 / sum(split)).astype(float))
+    y = (rng.random(rows + n_test) < 1 / (1 + np.exp(-(X @ rng.normal(size=X.shape[1])) + 1.0))).astype(np.int8)
+    ids = np.array([f"r{i}" for i in range(rows + n_test)])
+    parties, start = [], 0
+    for k, width in enumerate(split):
+        block = block_rows(X[:, start:start + width])
+        holder = k == 0
+        parties.append(Party(name=f"party{k + 1}", columns=tuple(f"f{j}" for j in range(start, start + width)),
+                             ids=ids[:rows], X=block[:rows], y=y[:rows] if holder else None,
+                             test_ids=ids[rows:], X_test=block[rows:], y_test=y[rows:] if holder else None))
+        start += width
+    return parties
+
+
+def head(party: Party, rows: int) -> Party:
+    """The party restricted to its first `rows` training rows."""
+    return Party(party.name, party.columns, party.ids[:rows], party.X[:rows],
+                 None if party.y is None else party.y[:rows], party.test_ids, party.X_test, party.y_test)
 
 
 def reference_admm(parties: list[Party], *, rho: float, lam: float, objective: str,
@@ -114,6 +144,8 @@ def reference_admm(parties: list[Party], *, rho: float, lam: float, objective: s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small run for the test suite: " + " ".join(
+        f"--{k.replace('_', '-')} {v:g}" for k, v in QUICK.items()))
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--rho", type=float, default=0.2)
     parser.add_argument("--lam", type=float, default=1e-3)
@@ -122,22 +154,32 @@ def main(argv: list[str] | None = None) -> int:
                         help="prepared a9a directory (else the mirror)")
     parser.add_argument("--min-speedup", type=float, default=100.0)
     parser.add_argument("--max-gap", type=float, default=1e-4)
+    parser.add_argument("--rows", type=int, help="use the first ROWS training rows only (default: all)")
     args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)  # the quick sizes, unless given explicitly
 
     if (Path(args.data) / "manifest.json").exists():
         from ppml.data.prepared import load_prepared
 
         _, parties, _ = load_prepared(args.data)
-        source = args.data
+        source = f"a9a from {args.data}"
     else:
         mirror = os.environ.get("DATA_MIRROR")
-        if not mirror:
+        if mirror:
+            parties = mirror_parties(Path(mirror))
+            source = f"a9a from {mirror}/a9a"
+        elif args.quick:
+            parties = synthetic_parties(args.rows)
+            source = f"synthetic data of a9a's shape ({args.data} not prepared, DATA_MIRROR not set)"
+        else:
             print(f"{args.data} has no prepared data and DATA_MIRROR is not set", file=sys.stderr)
             return 2
-        parties = mirror_parties(Path(mirror))
-        source = f"{mirror}/a9a"
+    if args.rows is not None:
+        parties = [head(p, args.rows) for p in parties]
     n = parties[0].n_samples
-    print(f"a9a from {source}: {n} rows, parties {[(p.name, p.n_features) for p in parties]}, "
+    print(f"{source}: {n} rows, parties {[(p.name, p.n_features) for p in parties]}, "
           f"rho={args.rho}, lam={args.lam} ({args.objective} form), {args.epochs} epochs")
 
     params = admm_sharing.Params(rho=args.rho, lam=args.lam, objective=args.objective, max_epochs=args.epochs,
@@ -169,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"objective after {args.epochs} epochs: ours {ours_f[-1]:.10f}, reference {ref_f[-1]:.10f}, "
           f"relative gap {gap:.2e}")
     ok = speedup >= args.min_speedup and gap <= args.max_gap
-    print(f"{'PASS' if ok else 'FAIL'}: speedup >= {args.min_speedup:g}x and gap <= {args.max_gap:g}")
+    target = f"speedup >= {args.min_speedup:g}x and " if args.min_speedup > 0 else "(speedup not checked) "
+    print(f"{'PASS' if ok else 'FAIL'}: {target}gap <= {args.max_gap:g}")
     return 0 if ok else 1
 
 

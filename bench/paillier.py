@@ -14,13 +14,20 @@
     decryption), times the measured cost of one, against ours. The bucket multi-exponentiation can go below
     "one exponentiation per entry", so ours / floor may be below 1 for that part.
 
+Ours runs as the protocol's role programs in this process (:func:`ppml.algorithms.paillier_sgd.fit`); its
+coordinator, which makes its own key pair in a real run, is handed the pair phe uses (:func:`coordinator_keys`),
+so that both sides work under one key and key generation (a random search for primes) stays out of the timing.
+
 Bench (a), the primitives, is ``bench/paillier_crypto.py``. Usage:
-``python bench/paillier.py [--data data/prepared/default_credit] [--bits 2048] [--batches 2]``.
+``python bench/paillier.py [--quick] [--data data/prepared/default_credit] [--bits 2048] [--batches 2]
+[--rows N]``. ``--quick`` (for the test suite): a 1024-bit key, batches of 200 and the first 1,000 training
+rows, on synthetic data of Credit 1's shape when the prepared data are missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import resource
 import secrets
@@ -28,18 +35,21 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 import gmpy2
 import numpy as np
 import phe
 
 from ppml.algorithms import paillier_sgd
-from ppml.crypto.paillier import PublicKey, generate_keypair
+from ppml.crypto import paillier
+from ppml.crypto.paillier import KeyLengthWarning, PublicKey, generate_keypair
 from ppml.data.prepared import load_prepared
 from ppml.history import ConvergenceWarning
 from ppml.parties import Party
 
 ETA, LAM = 0.15, 0.01
+QUICK = {"bits": 1024, "batch_size": 200, "batches": 2, "rows": 1000}
 
 
 def cpu_seconds() -> float:
@@ -55,16 +65,43 @@ def head(party: Party, rows: int) -> Party:
                  None if party.y is None else party.y[:rows], party.test_ids, party.X_test, party.y_test)
 
 
+def synthetic_credit(rows: int, *, seed: int = 0) -> list[Party]:
+    """Credit 1's shape without the prepared data: a guest with 13 standardized features and the labels,
+    a host with 10, logistic labels (for ``--quick`` on a checkout where the pipeline has not run)."""
+    rng = np.random.default_rng(seed)
+    n_test = max(rows // 4, 1)
+    X = rng.normal(size=(rows + n_test, 23))
+    scores = X @ rng.normal(scale=0.3, size=23) - 1.2
+    y = (rng.random(rows + n_test) < 1 / (1 + np.exp(-scores))).astype(np.int8)
+    ids = np.array([f"r{i}" for i in range(rows + n_test)])
+    return [Party("guest", tuple(f"x{j}" for j in range(13)), ids[:rows], X[:rows, :13], y[:rows], ids[rows:],
+                  X[rows:, :13], y[rows:]),
+            Party("host", tuple(f"x{j}" for j in range(13, 23)), ids[:rows], X[:rows, 13:], None, ids[rows:],
+                  X[rows:, 13:], None)]
+
+
+@contextlib.contextmanager
+def coordinator_keys(keys) -> Iterator[None]:
+    """Have the coordinator's program make `keys` instead of a fresh pair (as the protocol tests do)."""
+    made = paillier.generate_keypair
+    paillier.generate_keypair = lambda bits, *, scheme: keys
+    try:
+        yield
+    finally:
+        paillier.generate_keypair = made
+
+
 def ours(parties: list[Party], keys, *, batch_size: int, workers: int,
          squares: str) -> tuple[float, float, int]:
-    """(wall s, CPU s, iterations) of one epoch of our protocol."""
+    """(wall s, CPU s, iterations) of one epoch of our protocol, its three role programs in this process."""
     params = paillier_sgd.Params(batch_size=batch_size, key_bits=keys[0].bits, eta=ETA, lam=LAM, max_epochs=1,
                                  precompute_workers=workers, host_squares=squares, scheme=keys[0].scheme)
     network = paillier_sgd.network_for(parties, params, rng=None)
     start, cpu = time.perf_counter(), cpu_seconds()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), coordinator_keys(keys):
         warnings.simplefilter("ignore", ConvergenceWarning)  # one epoch, on purpose
-        history = paillier_sgd.fit(parties, network, params, rng=np.random.default_rng(0), keys=keys)
+        warnings.simplefilter("ignore", KeyLengthWarning)  # --quick's short key, on purpose
+        history = paillier_sgd.fit(parties, network, params, rng=np.random.default_rng(0))
     return time.perf_counter() - start, cpu_seconds() - cpu, history.final["iterations"]
 
 
@@ -171,25 +208,40 @@ def floor_seconds(pk: PublicKey, sk, parties: list[Party], *, batch_size: int, f
     return counts, cost
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small run for the test suite: " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
     parser.add_argument("--data", default="data/prepared/default_credit")
     parser.add_argument("--bits", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--batches", type=int, default=2, help="mini-batches of the side-by-side comparison")
+    parser.add_argument("--rows", type=int, help="use the first ROWS training rows only (default: all)")
     parser.add_argument("--workers", type=int, default=1, help="precompute_workers of the full-epoch run")
     parser.add_argument("--squares", choices=("rows", "sum"), default="sum", help="host_squares")
-    args = parser.parse_args()
-    if not Path(args.data, "manifest.json").exists():
+    args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)  # the quick sizes, unless given explicitly
+    frac_bits = paillier_sgd.Params().frac_bits
+    if Path(args.data, "manifest.json").exists():
+        _, parties, _ = load_prepared(args.data)
+        source = f"Credit 1 ({args.data})"
+    elif args.quick:
+        parties = synthetic_credit(args.rows)
+        source = f"synthetic data of Credit 1's shape ({args.data} not prepared)"
+    else:
         print(f"{args.data}: no prepared data; run `dvc repro prepare@default_credit` first", file=sys.stderr)
         return 2
-    frac_bits = paillier_sgd.Params().frac_bits
-    _, parties, _ = load_prepared(args.data)
+    if args.rows is not None:
+        parties = [head(p, args.rows) for p in parties]
     guest, host = parties
-    pk, sk = generate_keypair(args.bits, scheme="djn")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KeyLengthWarning)  # --quick's short key, on purpose
+        pk, sk = generate_keypair(args.bits, scheme="djn")
     textbook = (PublicKey(pk.n, scheme="textbook"), sk)
     n_batches = math.ceil(guest.n_samples / args.batch_size)
-    print(f"Credit 1: {guest.n_samples} rows, {host.n_features} + {guest.n_features} features + intercept; "
+    print(f"{source}: {guest.n_samples} rows, {host.n_features} + {guest.n_features} features + intercept; "
           f"{args.bits}-bit key; |S| = {args.batch_size} ({n_batches} batches per epoch); host_squares = "
           f"{args.squares}")
 

@@ -11,22 +11,25 @@ Measures, on one key (default 2048 bits):
 
 Every method gets the same fixed-point encodings (phe's base-16 exponents are chosen to equal our scales:
 16^-10 = 2^-40 for v, 16^-9 = 2^-36 for X), the products' decryptions are checked to agree exactly, and
-the ratios are printed. Usage: ``python bench/paillier_crypto.py [--bits 2048] [--rows 1000] [--cols 10]
-[--encrypt 200]``.
+the ratios are printed. Usage: ``python bench/paillier_crypto.py [--quick] [--bits 2048] [--rows 1000]
+[--cols 10] [--encrypt 200]``; ``--quick`` (for the test suite) is ``--bits 1024 --rows 300 --cols 10
+--encrypt 100``.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+import warnings
 
 import gmpy2
 import numpy as np
 import phe
 
-from ppml.crypto.paillier import EncryptedVector, PublicKey, generate_keypair
+from ppml.crypto.paillier import EncryptedVector, KeyLengthWarning, PublicKey, generate_keypair
 
 V_FRAC_BITS, X_FRAC_BITS = 40, 36  # multiples of 4, so that phe's base-16 exponents give the same scales
+QUICK = {"bits": 1024, "rows": 300, "cols": 10, "encrypt": 100}
 
 
 def timed(fn):
@@ -63,16 +66,23 @@ def loop_matvec(enc: EncryptedVector, X: np.ndarray) -> list:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small run for the test suite: " + " ".join(
+        f"--{k} {v}" for k, v in QUICK.items()))
     parser.add_argument("--bits", type=int, default=2048)
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--cols", type=int, default=10)
     parser.add_argument("--encrypt", type=int, default=200, help="values encrypted and decrypted per method")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)  # the quick sizes, unless given explicitly
     rng = np.random.default_rng(0)
 
-    pk, sk = generate_keypair(args.bits, scheme="djn")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KeyLengthWarning)  # a short key asked for, on purpose
+        pk, sk = generate_keypair(args.bits, scheme="djn")
     textbook = PublicKey(pk.n, scheme="textbook")
     phe_pk, phe_sk = phe.PaillierPublicKey(pk.n), sk.phe_key
     v = rng.normal(size=args.encrypt)

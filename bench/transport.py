@@ -1,27 +1,31 @@
 """What a process per party costs: Ray against in-process, per iteration, and FDML at Tencent's shape and scale.
 
-Part 1, overhead. The same role programs run on both transports (same numbers; see tests/transport). For ADMM
-sharing and FDML (logistic regression) each transport runs the protocol for a short and a long schedule; the
-cost of one iteration (one communication round) is the difference of the wall times divided by the difference
-of the rounds, so start-up (Ray actors, shard loading) cancels out. Encrypted SGD (batch 1000, 1024- and
-2048-bit keys) has a start-up that does not cancel: key generation takes a random time (a random search for
-primes), and with only a handful of iterations (each ~1 s) that noise and the actors' start moved the difference
-by a factor of two between runs. It is timed
-inside the run instead: the guest's own clock over the epochs after the first (key generation, the first
-epoch's one-off costs and the evaluation messages left out). Each measurement is repeated (``--repeat``) and the
-median printed with the range; Ray's per-call cost on a loaded 2-core machine varies by tens of percent.
+Part 1, overhead. The same role programs run on both transports (same numbers; see tests/transport): ADMM
+sharing, FDML (logistic regression) and encrypted SGD (batch 1000, 1024- and 2048-bit keys). Each is timed by
+the parties' own in-run clocks over the epochs after the first, so start-up stays out: Ray's actor start, shard
+loading, key generation (a random search for primes, a random time) and the first epoch's one-off costs. The
+clocks are what each protocol's history records per epoch (:data:`CLOCKS`): ADMM sharing, the central node's
+cumulative protocol seconds (evaluation excluded), one iteration per epoch; FDML, the slowest worker's
+cumulative seconds at the end of each epoch (its evaluation forward pass included), ``n_batches`` iterations
+per epoch; encrypted SGD, the guest's seconds of each epoch's training (evaluation excluded) and the
+cumulative iteration count. Both sides run with the same BLAS thread count (:data:`BLAS_THREADS`): the Ray
+actors set it themselves (:mod:`ppml.transport_ray`), the in-process run sets it with threadpoolctl; the count
+every party's program actually ran under is printed. Each measurement is repeated (``--repeat``) and the median
+printed with the range; Ray's per-call cost on a loaded 2-core machine varies by tens of percent.
 
 Part 2, scale. FDML logistic regression on a synthetic data set shaped like the paper's Tencent app data
 (8,700 sparse features split 7,000 / 1,000 / 700 over three workers, about 1 % non-zero, labels at the
-7,000-feature party), at n = 10^4, 10^5, 10^6 rows: seconds per epoch in-process and on Ray, the peak memory of
-the largest process, and the growth exponent of the per-epoch cost in n (a least-squares slope of log seconds
-against log n; linear is 1). The data stay sparse end to end (CSR shards, sparse products; no dense n x 8,700
-matrix anywhere). The paper's own system needed about 7.8 ms per FDML LR iteration on three machines; ours is
-printed beside it.
+7,000-feature party), at n = 10^4, 10^5, 10^6 rows: seconds of the second epoch in-process and on Ray (by the
+in-run clock, as in part 1), the peak memory of the largest process, and the growth exponent of the per-epoch
+cost in n (a least-squares slope of log seconds against log n; linear is 1). The data stay sparse end to end
+(CSR shards, sparse products; no dense n x 8,700 matrix anywhere). The paper's own system needed about 7.8 ms
+per FDML LR iteration on three machines; ours is printed beside it.
 
-Usage: ``python bench/transport.py [--rows 10000,100000,1000000] [--repeat 3] [--skip-overhead]
-[--skip-scale] [--no-2048]``. Ratios are measured in one run on one machine; absolute seconds depend on the
-machine's load.
+Usage: ``python bench/transport.py [--quick] [--rows 10000,100000,1000000] [--repeat 3] [--skip-overhead]
+[--skip-scale] [--no-2048] [--json FILE]``. ``--quick`` (for the test suite) runs every case of part 1 at a
+small size (1024-bit keys only, one repeat) and part 2 on one small row count, in-process only; ``--json``
+writes the medians of part 1 as ``{protocol: {transport: ms per iteration}}``. Ratios are measured in one run
+on one machine; absolute seconds depend on the machine's load.
 
 References
 ----------
@@ -32,27 +36,33 @@ Features", KDD 2019, Section 5 (Tencent MyApp data, three machines, 7.8 ms per i
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import sys
 import tempfile
-import time
 import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from ppml import runtime
 from ppml.algorithms import get_algorithm, make_network
 from ppml.config import build
+from ppml.history import History
 from ppml.io import save_party
+from ppml.network import Network
 from ppml.parties import Party
 from ppml.transport_ray import ray_cluster, run_ray
 
 PAPER_FDML_LR_MS = 7.8
 TENCENT_SPLIT = (7000, 1000, 700)  # the label holder first
 DENSITY = 0.01
+BLAS_THREADS = 1  # what the Ray actors run with (ppml.transport_ray); the in-process run is set to match
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,32 +113,6 @@ def _parties(blocks: list[Any], y: np.ndarray, n: int) -> list[Party]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------------------
-# one run on either transport
-
-
-def run(algorithm: str, parties: list[Party], block: dict[str, Any], transport: str, shard_dir: Path | None,
-        *, seed: int = 0) -> tuple[float, int, Any, Any]:
-    """(wall seconds, rounds, history, network) of one run, data already in memory (in-process) or on disk."""
-    module = get_algorithm(algorithm)
-    params = build(module.Params, block, f"bench.{algorithm}")
-    rng = np.random.default_rng(seed)
-    public = runtime.Public.from_parties(parties)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        start = time.perf_counter()
-        network = make_network(module, parties if transport == "inprocess" else list(public.parties), params,
-                               rng=rng)
-        roles = module.roles(public, params, rng=rng, network=network)
-        if transport == "inprocess":
-            results = runtime.run_inprocess(roles, network, runtime.shards_of(parties))
-        else:
-            results = run_ray(roles, network, {p.name: str(shard_dir / f"{p.name}.npz") for p in parties})
-        history = module.assemble(public, params, results)
-        seconds = time.perf_counter() - start
-    return seconds, network.round, history, network
-
-
 def save_shards(parties: list[Party], directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     for p in parties:
@@ -136,35 +120,93 @@ def save_shards(parties: list[Party], directory: Path) -> Path:
     return directory
 
 
-def per_iteration(algorithm: str, parties: list[Party], block: dict[str, Any], key: str, short: int, long: int,
-                  transport: str, shard_dir: Path | None) -> float:
-    """Seconds per round: (t_long - t_short) / (rounds_long - rounds_short), start-up cancelled out."""
-    t_short, r_short, *_ = run(algorithm, parties, {**block, key: short}, transport, shard_dir)
-    t_long, r_long, *_ = run(algorithm, parties, {**block, key: long}, transport, shard_dir)
-    if r_long <= r_short:
-        raise RuntimeError(f"{algorithm}: {key} = {long} ran no more rounds than {short}")
-    return (t_long - t_short) / (r_long - r_short)
+# ---------------------------------------------------------------------------------------------------------
+# the parties' own clocks
 
 
-def per_iteration_in_run(algorithm: str, parties: list[Party], block: dict[str, Any], key: str, short: int,
-                         long: int, transport: str, shard_dir: Path | None) -> float:
-    """Seconds per iteration by the protocol's own per-epoch clock, over the epochs after the first.
+def _admm_clock(history: History) -> tuple[float, int]:
+    """ADMM sharing: the central node's cumulative protocol seconds; one iteration (round) per epoch."""
+    first, last = history.records[0], history.records[-1]
+    return last["seconds"] - first["seconds"], len(history.records) - 1
 
-    One run of `long` epochs (`short` is unused: the start-up is excluded by construction); the records'
-    ``seconds`` are the label holder's wall time of each epoch's training, ``iterations`` the cumulative count.
+
+def _fdml_clock(history: History) -> tuple[float, int]:
+    """FDML: the slowest worker's cumulative seconds at each epoch's end; ``n_batches`` iterations per epoch."""
+    first, last = history.records[0], history.records[-1]
+    return last["seconds"] - first["seconds"], (len(history.records) - 1) * history.extra["n_batches"]
+
+
+def _hetero_lr_clock(history: History) -> tuple[float, int]:
+    """The Paillier protocols: the guest's seconds of each epoch's training, cumulative ``iterations``."""
+    first, later = history.records[0], history.records[1:]
+    return sum(r["seconds"] for r in later), later[-1]["iterations"] - first["iterations"]
+
+
+CLOCKS: dict[str, Callable[[History], tuple[float, int]]] = {
+    "admm_sharing": _admm_clock,
+    "fdml": _fdml_clock,
+    "paillier_sgd": _hetero_lr_clock,
+}
+"""Per algorithm: (seconds, iterations) after the first epoch, by the clock its history records."""
+
+
+def after_first_epoch(algorithm: str, history: History) -> tuple[float, int]:
+    if len(history.records) < 2:
+        raise RuntimeError(f"{algorithm}: ran {len(history.records)} epoch(s); timing by the in-run clock "
+                           "needs at least 2")
+    return CLOCKS[algorithm](history)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one run on either transport
+
+
+def _observed(endpoint: Any, party: Party | None, *, _program: Callable[..., Any], **kwargs: Any) -> dict:
+    """A role's program, run as it is, with the BLAS thread count it ran under.
+
+    It reaches the Ray actors by value: cloudpickle ships the functions of a script (``__main__``) that way,
+    and :func:`run` registers this module for it when it is imported instead.
     """
-    del short
-    _, _, history, _ = run(algorithm, parties, {**block, key: long}, transport, shard_dir)
-    later = history.records[1:]
-    if not later:
-        raise RuntimeError(f"{algorithm}: {key} = {long} ran {len(history.records)} epoch(s); need at least 2")
-    iterations = later[-1]["iterations"] - history.records[0]["iterations"]
-    return sum(r["seconds"] for r in later) / iterations
+    threads = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=0)
+    return {"blas_threads": threads, "result": _program(endpoint, party, **kwargs)}
 
 
-def repeated(measure: Callable[..., float], repeat: int, *args: Any) -> tuple[float, float, float]:
+@dataclass
+class Outcome:
+    history: History
+    network: Network
+    blas_threads: set[int]
+
+
+def run(algorithm: str, parties: list[Party], block: dict[str, Any], transport: str, shard_dir: Path | None,
+        *, seed: int = 0) -> Outcome:
+    """One run, data already in memory (in-process, at :data:`BLAS_THREADS`) or on disk (Ray)."""
+    module = get_algorithm(algorithm)
+    params = build(module.Params, block, f"bench.{algorithm}")
+    rng = np.random.default_rng(seed)
+    public = runtime.Public.from_parties(parties)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fixed epoch budgets and short keys, on purpose
+        network = make_network(module, parties if transport == "inprocess" else list(public.parties), params,
+                               rng=rng)
+        roles = [replace(r, program=_observed, kwargs={**r.kwargs, "_program": r.program})
+                 for r in module.roles(public, params, rng=rng, network=network)]
+        if transport == "inprocess":
+            with threadpool_limits(limits=BLAS_THREADS):
+                results = runtime.run_inprocess(roles, network, runtime.shards_of(parties))
+        else:
+            if __name__ != "__main__":
+                import ray.cloudpickle
+
+                ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+            results = run_ray(roles, network, {p.name: str(shard_dir / f"{p.name}.npz") for p in parties})
+        history = module.assemble(public, params, {name: out["result"] for name, out in results.items()})
+    return Outcome(history, network, {out["blas_threads"] for out in results.values()})
+
+
+def repeated(measure: Callable[[], float], repeat: int) -> tuple[float, float, float]:
     """(median, min, max) of `repeat` measurements."""
-    values = [measure(*args) for _ in range(repeat)]
+    values = [measure() for _ in range(repeat)]
     return float(np.median(values)), min(values), max(values)
 
 
@@ -172,58 +214,120 @@ def repeated(measure: Callable[..., float], repeat: int, *args: Any) -> tuple[fl
 # the two parts
 
 
-def overhead(rng: np.random.Generator, workdir: Path, *, with_2048: bool, repeat: int) -> None:
-    admm = vertical_dense(rng, 8000, (66, 57))  # a9a's split
-    fdml_parties = vertical_dense(rng, 8000, (40, 30, 30))
-    paillier = vertical_dense(rng, 3000, (13, 10))  # default_credit's split
-    encrypted = {"batch_size": 1000, "encrypted": True, "max_epochs": 1, "tol": 1e-12}
-    cases: list[tuple[str, Callable[..., float], str, list[Party], dict[str, Any], str, int, int]] = [
-        ("ADMM sharing (a9a split, n = 8000)", per_iteration, "admm_sharing", admm,
-         {"max_epochs": 5, "tol_primal": 0.0, "tol_dual": 0.0}, "max_epochs", 5, 105),
-        ("FDML LR (3 workers, n = 8000, batch 100)", per_iteration, "fdml", fdml_parties,
-         {"local_model": "lr", "epochs": 1}, "epochs", 1, 5),
-        ("encrypted SGD, b1000, 1024-bit key", per_iteration_in_run, "paillier_sgd", paillier,
-         {**encrypted, "key_bits": 1024}, "max_epochs", 1, 3),
+@dataclass(frozen=True)
+class Case:
+    key: str  # the protocol's name in --json
+    label: str
+    algorithm: str
+    parties: list[Party]
+    block: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    admm_rows: int
+    admm_epochs: int
+    fdml_rows: int
+    fdml_epochs: int
+    encrypted_rows: int
+    encrypted_batch: int
+    encrypted_epochs: int
+    rows: tuple[int, ...]  # of the scale run
+    scale_test_rows: int
+    scale_on_ray: bool
+    repeat: int
+    with_2048: bool
+
+
+FULL = Sizes(admm_rows=8000, admm_epochs=101, fdml_rows=8000, fdml_epochs=5, encrypted_rows=3000,
+             encrypted_batch=1000, encrypted_epochs=3, rows=(10_000, 100_000, 1_000_000), scale_test_rows=2000,
+             scale_on_ray=True, repeat=3, with_2048=True)
+QUICK = Sizes(admm_rows=2000, admm_epochs=21, fdml_rows=1000, fdml_epochs=3, encrypted_rows=300,
+              encrypted_batch=100, encrypted_epochs=2, rows=(2000,), scale_test_rows=500, scale_on_ray=False,
+              repeat=1, with_2048=False)
+"""Quick: every case of part 1 on both transports (the Ray path kept from rotting), part 2 in-process only
+(one more Ray run would cost several seconds of actor start for the same code path)."""
+
+
+def overhead(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> dict[str, dict[str, float]]:
+    """Print the per-iteration table; return the medians in ms as {protocol: {transport: ms}}."""
+    b = sizes.encrypted_batch
+    encrypted = {"batch_size": b, "encrypted": True, "max_epochs": sizes.encrypted_epochs, "tol": 1e-12}
+    paillier = vertical_dense(rng, sizes.encrypted_rows, (13, 10))  # default_credit's split
+    cases = [
+        Case("admm_sharing", f"ADMM sharing (a9a split, n = {sizes.admm_rows})", "admm_sharing",
+             vertical_dense(rng, sizes.admm_rows, (66, 57)),
+             {"max_epochs": sizes.admm_epochs, "tol_primal": 0.0, "tol_dual": 0.0}),
+        Case("fdml_lr", f"FDML LR (3 workers, n = {sizes.fdml_rows}, batch 100)", "fdml",
+             vertical_dense(rng, sizes.fdml_rows, (40, 30, 30)),
+             {"local_model": "lr", "epochs": sizes.fdml_epochs}),
+        Case("encrypted_sgd", f"encrypted SGD (n = {sizes.encrypted_rows}, b{b}), 1024-bit key", "paillier_sgd",
+             paillier, {**encrypted, "key_bits": 1024}),
     ]
-    if with_2048:
-        cases.append(("encrypted SGD, b1000, 2048-bit key", per_iteration_in_run, "paillier_sgd", paillier,
-                      {**encrypted, "key_bits": 2048}, "max_epochs", 1, 3))
-    print(f"\n## Per-iteration cost: Ray (a process per party) vs in-process (median of {repeat}, range)\n")
-    print("| protocol | in-process ms/iter | Ray ms/iter | Ray / in-process (medians) |")
-    print("|---|---:|---:|---:|")
-    for label, measure, algorithm, parties, block, key, short, long in cases:
-        shards = save_shards(parties, workdir / algorithm)
-        local = repeated(measure, repeat, algorithm, parties, block, key, short, long, "inprocess", None)
-        remote = repeated(measure, repeat, algorithm, parties, block, key, short, long, "ray", shards)
+    if sizes.with_2048:
+        cases.append(Case("encrypted_sgd_2048",
+                          f"encrypted SGD (n = {sizes.encrypted_rows}, b{b}), 2048-bit key", "paillier_sgd",
+                          paillier, {**encrypted, "key_bits": 2048}))
+    print(f"\n## Per-iteration cost: Ray (a process per party) vs in-process, by the parties' in-run clocks "
+          f"over the epochs after the first (median of {sizes.repeat}, range)\n")
+    print("| protocol | iterations timed | in-process ms/iter | Ray ms/iter | Ray / in-process (medians) | "
+          "BLAS threads (in-process / Ray) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    medians: dict[str, dict[str, float]] = {}
+    for case in cases:
+        shards = save_shards(case.parties, workdir / case.key)
+        measured, threads, counted = {}, {}, 0
+        for transport in ("inprocess", "ray"):
+            seen: set[int] = set()
+
+            def measure() -> float:
+                nonlocal counted
+                done = run(case.algorithm, case.parties, case.block, transport, shards)
+                seen.update(done.blas_threads)
+                seconds, counted = after_first_epoch(case.algorithm, done.history)
+                return seconds / counted
+
+            measured[transport] = repeated(measure, sizes.repeat)
+            threads[transport] = "/".join(map(str, sorted(seen)))
+        local, remote = measured["inprocess"], measured["ray"]
+        medians[case.key] = {t: 1e3 * m[0] for t, m in measured.items()}
         cells = [f"{1e3 * m:.2f} ({1e3 * lo:.2f}–{1e3 * hi:.2f})" for m, lo, hi in (local, remote)]
-        print(f"| {label} | {cells[0]} | {cells[1]} | {remote[0] / local[0]:.2f} |", flush=True)
+        print(f"| {case.label} | {counted} | {cells[0]} | {cells[1]} | {remote[0] / local[0]:.2f} | "
+              f"{threads['inprocess']} / {threads['ray']} |", flush=True)
+    return medians
 
 
-def scale(rng: np.random.Generator, workdir: Path, rows: list[int]) -> None:
-    print("\n## FDML LR at Tencent's shape: 8,700 sparse features (7,000 / 1,000 / 700), 1 % non-zero\n")
+def scale(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> None:
+    print("\n## FDML LR at Tencent's shape: 8,700 sparse features (7,000 / 1,000 / 700), 1 % non-zero; "
+          "the second epoch by the in-run clock\n")
     print("| rows | non-zeros | in-process s/epoch | Ray s/epoch | Ray / in-process | ms/iter in-process | "
           "ms/iter Ray | paper ms/iter | peak MiB (driver) | peak MiB (largest party, Ray) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    block = {"local_model": "lr", "epochs": 1}
-    per_epoch: dict[str, list[float]] = {"inprocess": [], "ray": []}
-    for n in rows:
-        parties = tencent_shaped(rng, n)
+    block = {"local_model": "lr", "epochs": 2}
+    transports = ("inprocess", "ray") if sizes.scale_on_ray else ("inprocess",)
+    per_epoch: dict[str, list[float]] = {t: [] for t in transports}
+    for n in sizes.rows:
+        parties = tencent_shaped(rng, n, n_test=sizes.scale_test_rows)
         nnz = sum(p.X.nnz for p in parties)
         shards = save_shards(parties, workdir / f"tencent_{n}")
         measured = {}
-        for transport in ("inprocess", "ray"):
-            t1, r1, _, net1 = run("fdml", parties, block, transport, shards)
-            t2, r2, _, net2 = run("fdml", parties, {**block, "epochs": 2}, transport, shards)
-            measured[transport] = (t2 - t1, (t2 - t1) / max(r2 - r1, 1), net2)
-            per_epoch[transport].append(t2 - t1)
+        for transport in transports:
+            done = run("fdml", parties, block, transport, shards)
+            seconds, iterations = after_first_epoch("fdml", done.history)
+            measured[transport] = (seconds, seconds / iterations, done.network)
+            per_epoch[transport].append(seconds)
         driver = runtime.here()["peak_rss_mib"]
-        largest = max(w.get("peak_rss_mib", 0.0) for w in measured["ray"][2].where.values())
-        (el, il, _), (er, ir, _) = measured["inprocess"], measured["ray"]
-        print(f"| {n:,} | {nnz:,} | {el:.2f} | {er:.2f} | {er / el:.2f} | {1e3 * il:.2f} | {1e3 * ir:.2f} | "
-              f"{PAPER_FDML_LR_MS} | {driver:,.0f} | {largest:,.0f} |", flush=True)
+        el, il, _ = measured["inprocess"]
+        cells = ["–"] * 4  # Ray s/epoch, ratio, ms/iter, largest party's peak
+        if "ray" in measured:
+            er, ir, net = measured["ray"]
+            largest = max(w.get("peak_rss_mib", 0.0) for w in net.where.values())
+            cells = [f"{er:.2f}", f"{er / el:.2f}", f"{1e3 * ir:.2f}", f"{largest:,.0f}"]
+        print(f"| {n:,} | {nnz:,} | {el:.2f} | {cells[0]} | {cells[1]} | {1e3 * il:.2f} | {cells[2]} | "
+              f"{PAPER_FDML_LR_MS} | {driver:,.0f} | {cells[3]} |", flush=True)
         del parties
-    if len(rows) > 1:
-        logn = np.log(rows)
+    if len(sizes.rows) > 1:
+        logn = np.log(sizes.rows)
         for transport, seconds in per_epoch.items():
             slope = float(np.polyfit(logn, np.log(seconds), 1)[0])
             print(f"\ngrowth exponent of seconds per epoch in n ({transport}): {slope:.2f} (linear = 1)")
@@ -231,22 +335,39 @@ def scale(rng: np.random.Generator, workdir: Path, rows: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="10000,100000,1000000", help="row counts of the scale run")
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions of each per-iteration measurement")
+    parser.add_argument("--quick", action="store_true", help="small sizes, 1024-bit keys, one repeat")
+    parser.add_argument("--rows", help="row counts of the scale run (default 10000,100000,1000000; quick 2000)")
+    parser.add_argument("--repeat", type=int, help="repetitions of each per-iteration measurement (default 3; "
+                                                   "quick 1)")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-scale", action="store_true")
     parser.add_argument("--no-2048", action="store_true", help="leave out the 2048-bit encrypted SGD case")
+    parser.add_argument("--json", type=Path,
+                        help="write part 1's medians here: {protocol: {transport: ms/iter}}")
     args = parser.parse_args(argv)
-    rows = [int(r) for r in args.rows.split(",") if r]
-    if args.repeat < 1:
-        parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    sizes = QUICK if args.quick else FULL
+    if args.rows is not None:
+        sizes = replace(sizes, rows=tuple(int(r) for r in args.rows.split(",") if r))
+    if args.repeat is not None:
+        if args.repeat < 1:
+            parser.error(f"--repeat must be at least 1, got {args.repeat}")
+        sizes = replace(sizes, repeat=args.repeat)
+    if args.no_2048:
+        sizes = replace(sizes, with_2048=False)
+    default_threads = sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+    print(f"{'quick' if args.quick else 'full'} run; BLAS threads per party: {BLAS_THREADS} on both transports "
+          f"(this machine's default: {'/'.join(map(str, default_threads)) or 'no BLAS found'})")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     rng = np.random.default_rng(2019)
+    medians: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="ppml-bench-transport-") as tmp, ray_cluster(num_cpus=4):
         if not args.skip_overhead:
-            overhead(rng, Path(tmp), with_2048=not args.no_2048, repeat=args.repeat)
+            medians = overhead(rng, Path(tmp), sizes)
         if not args.skip_scale:
-            scale(rng, Path(tmp), rows)
+            scale(rng, Path(tmp), sizes)
+    if args.json is not None:
+        args.json.write_text(json.dumps(medians, indent=2) + "\n")
+        print(f"\nmedians written to {args.json}")
     return 0
 
 
