@@ -84,9 +84,10 @@ import multiprocessing
 import secrets
 import time
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Any, Literal, NoReturn, Protocol, TypeVar
 
 import numpy as np
 
@@ -98,7 +99,7 @@ from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
 from ppml.network import EVALUATION, Endpoint, Network, ProtocolError, WireError, encode, traffic_kind
 from ppml.parties import Party, signed_labels
-from ppml.runtime import Public, Role
+from ppml.runtime import PartyInfo, Public, Role
 
 log = logging.getLogger(__name__)
 
@@ -409,7 +410,15 @@ def taylor_objective(scores: np.ndarray, y01: np.ndarray, penalized: np.ndarray 
 
 
 class _DataRole:
-    """What host and guest share: own features, own model block, own encryptor, the received public key."""
+    """What host and guest share: own features, own model block, own encryptor, the received public key.
+
+    A subclass supplies its own steps of the per-batch schedule (:func:`_data_party_epoch`): ``forward``,
+    ``gradient``, ``curvature_round`` and the tags of C's replies to it.
+    """
+
+    #: C's reply in masked mode (G + r) and in unmasked mode (the step)
+    decrypted_tag: str
+    step_tag: str
 
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, X: np.ndarray,
                  penalized: np.ndarray, demand: int) -> None:
@@ -488,15 +497,19 @@ class _DataRole:
 
 
 class HostRole(_DataRole):
-    """Party A: features only."""
+    """Party A: features only. `sampled_hessian` (SQN): S_H is B's sample, not the batch."""
+
+    decrypted_tag = "host_gradient_decrypted"
+    step_tag = "host_step"
 
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, guest: str,
-                 hessian_per_iteration: float = 0.0) -> None:
+                 hessian_per_iteration: float = 0.0, sampled_hessian: bool = False) -> None:
         X = np.asarray(party.X, dtype=np.float64)
         squares = params.batch_size if params.host_squares == "rows" else 1
         super().__init__(party, endpoint, params=params, X=X, penalized=np.ones(X.shape[1]),
                          demand=params.batch_size + squares + 1 + math.ceil(hessian_per_iteration))
         self._guest = guest
+        self._sampled_hessian = sampled_hessian
 
     def setup(self) -> None:
         """Receive the public key from C and the batch seed from B."""
@@ -543,12 +556,25 @@ class HostRole(_DataRole):
         self._ep.send(ARBITER, "host_hessian_vector",
                       h.matvec(self._X[rows], frac_bits=self._params.frac_bits) + penalty)
 
+    def curvature_round(self, batch_rows: np.ndarray) -> None:
+        """SQN, A's part of the Hessian-vector round on S_H."""
+        rows = self.hessian_rows(batch_rows, sampled=self._sampled_hessian)
+        self.hessian_forward(rows)
+        self.hessian_vector(rows)
+
 
 class GuestRole(_DataRole):
-    """Party B: features, labels, and the intercept (a column of ones after its features)."""
+    """Party B: features, labels, and the intercept (a column of ones after its features).
+
+    `hessian_sample` (SQN) is |S_H| of B's independent sample; None uses the batch.
+    """
+
+    decrypted_tag = "guest_gradient_decrypted"
+    step_tag = "guest_step"
 
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, host: str,
-                 rng: np.random.Generator, hessian_per_iteration: float = 0.0) -> None:
+                 rng: np.random.Generator, hessian_per_iteration: float = 0.0,
+                 hessian_sample: int | None = None) -> None:
         X = np.hstack([np.asarray(party.X, dtype=np.float64), np.ones((party.n_samples, 1))])
         penalized = np.ones(X.shape[1])
         penalized[-1] = 0.0
@@ -557,6 +583,7 @@ class GuestRole(_DataRole):
         self._host = host
         self._y = signed_labels(party.y)
         self._rng = rng
+        self._hessian_sample = hessian_sample
         self._fore: EncryptedVector | None = None
         self._h: EncryptedVector | None = None
 
@@ -615,6 +642,12 @@ class GuestRole(_DataRole):
         self._ep.send(ARBITER, "guest_hessian_vector",
                       self._h.matvec(self._X[rows], frac_bits=self._params.frac_bits) + penalty)
         self._h = None
+
+    def curvature_round(self, batch_rows: np.ndarray) -> None:
+        """SQN, B's part of the Hessian-vector round on S_H."""
+        rows = self.hessian_rows(batch_rows, sample_size=self._hessian_sample)
+        self.hessian_fore(rows)
+        self.hessian_vector(rows)
 
 
 class ArbiterRole:
@@ -762,6 +795,30 @@ def combine_scores(host_scores: np.ndarray, X_guest, theta_guest: np.ndarray) ->
     return np.asarray(host_scores + X_guest @ theta_guest[:-1] + theta_guest[-1], dtype=np.float64)
 
 
+def _data_party_epoch(role: HostRole | GuestRole, ep: _CountedEndpoint, *, eta: float, k: int, masked: bool,
+                      curvature_every: int | None) -> tuple[int, bool, dict[str, int]]:
+    """One epoch of data party A's or B's schedule, the same for both; `role` supplies its own steps.
+
+    Per mini-batch: the forward step, the gradient to C, the update (unmask C's G + r, or take C's step),
+    every `curvature_every` iterations (SQN) the party's part of the curvature round; then C's stop flag.
+    `k` counts mini-batches across epochs. Returns the count after this epoch, C's verdict and the training
+    traffic the party sent in the epoch.
+    """
+    for rows in role.batches():
+        k += 1
+        role.forward(rows)
+        role.gradient(rows, masked=masked)
+        if masked:
+            role.apply_unmasked(tag=role.decrypted_tag, eta=eta, batch_size=len(rows))
+        else:
+            role.apply_step(tag=role.step_tag)
+        if curvature_every is not None and k % curvature_every == 0 and role.close_window():
+            role.curvature_round(rows)
+        ep.next_round()
+    converged = role.receive_verdict()
+    return k, converged, ep.take()
+
+
 def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: ProtocolParams, masked: bool,
                   curvature_every: int | None, sampled_hessian: bool, hessian_per_iteration: float) -> dict:
     """Host A: per mini-batch [u_A] and its loss terms to B, [G_A] to C, its own update; every L iterations
@@ -770,29 +827,17 @@ def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: Proto
     Returns A's own facts: its model block and the training traffic it sent per epoch.
     """
     ep = _CountedEndpoint(endpoint)
-    host = HostRole(party, ep, params=params, guest=guest, hessian_per_iteration=hessian_per_iteration)
+    host = HostRole(party, ep, params=params, guest=guest, hessian_per_iteration=hessian_per_iteration,
+                    sampled_hessian=sampled_hessian)
     traffic = []
     try:
         host.setup()
         ep.take()
         k = 0
         for epoch in range(params.max_epochs):
-            eta = params.learning_rate(epoch)
-            for rows in host.batches():
-                k += 1
-                host.forward(rows)
-                host.gradient(rows, masked=masked)
-                if masked:
-                    host.apply_unmasked(tag="host_gradient_decrypted", eta=eta, batch_size=len(rows))
-                else:
-                    host.apply_step(tag="host_step")
-                if curvature_every is not None and k % curvature_every == 0 and host.close_window():
-                    sample = host.hessian_rows(rows, sampled=sampled_hessian)
-                    host.hessian_forward(sample)
-                    host.hessian_vector(sample)
-                ep.next_round()
-            converged = host.receive_verdict()
-            traffic.append(ep.take())
+            k, converged, sent = _data_party_epoch(host, ep, eta=params.learning_rate(epoch), k=k,
+                                                   masked=masked, curvature_every=curvature_every)
+            traffic.append(sent)
             last = converged or epoch + 1 == params.max_epochs
             endpoint.send(guest, TAG_EVAL, host.scores(test=last))
             if converged:
@@ -818,7 +863,7 @@ def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: Proto
         raise ValueError(f"party {party.name!r} is the Paillier protocols' guest but holds no labels")
     ep = _CountedEndpoint(endpoint)
     guest = GuestRole(party, ep, params=params, host=host, rng=rng,
-                      hessian_per_iteration=hessian_per_iteration)
+                      hessian_per_iteration=hessian_per_iteration, hessian_sample=hessian_sample)
     history = History(algorithm)
     traffic = []
     y = party.y
@@ -829,21 +874,9 @@ def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: Proto
         for epoch in range(params.max_epochs):
             start = time.perf_counter()
             eta = params.learning_rate(epoch)
-            for rows in guest.batches():
-                k += 1
-                guest.forward(rows)
-                guest.gradient(rows, masked=masked)
-                if masked:
-                    guest.apply_unmasked(tag="guest_gradient_decrypted", eta=eta, batch_size=len(rows))
-                else:
-                    guest.apply_step(tag="guest_step")
-                if curvature_every is not None and k % curvature_every == 0 and guest.close_window():
-                    sample = guest.hessian_rows(rows, sample_size=hessian_sample)
-                    guest.hessian_fore(sample)
-                    guest.hessian_vector(sample)
-                ep.next_round()
-            converged = guest.receive_verdict()
-            traffic.append(ep.take())
+            k, converged, sent = _data_party_epoch(guest, ep, eta=eta, k=k, masked=masked,
+                                                   curvature_every=curvature_every)
+            traffic.append(sent)
             seconds = time.perf_counter() - start
             # Evaluation, outside the protocol: A's scores and ||theta_A||^2 arrive as evaluation messages.
             scored = endpoint.recv(host, TAG_EVAL)
@@ -922,14 +955,6 @@ def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, 
                                                            "skipped": curvature.skipped}}
 
 
-def _split_names(public: Public) -> tuple[str, str]:
-    """(guest, host) of a two-party vertical split from public facts; ParamErrors as :func:`split_parties`."""
-    if public.evaluator is not None:
-        fail("dataset", "must be vertically partitioned data for the Paillier protocols, got horizontal "
-                        "data (an evaluation party)")
-    return _check_split([(p.name, p.label_holder, p.train_rows) for p in public.parties])
-
-
 def roles(public: Public, params: ProtocolParams, *, rng: np.random.Generator, algorithm: str, masked: bool,
           curvature: Curvature | None = None, hessian_sample: int | None = None) -> list[Role]:
     """The guest's, the host's and the coordinator's programs, from public facts.
@@ -939,7 +964,7 @@ def roles(public: Public, params: ProtocolParams, *, rng: np.random.Generator, a
     """
     if masked and curvature is not None:
         raise ValueError("a quasi-Newton coordinator needs the plaintext gradients; masking is for SGD only")
-    guest, host = _split_names(public)
+    guest, host = (p.name for p in split_parties(public.parties, public.evaluator))
     rows = public.info(guest).train_rows
     _check_sizes(params, rows, hessian_sample)
     hessian = 0.0 if curvature is None else (hessian_sample or params.batch_size) / curvature.L
@@ -968,7 +993,7 @@ def assemble(public: Public, params: ProtocolParams, results: dict[str, Any], *,
     its own sends; setup excluded). Final metrics add the traffic per iteration next to the poster's
     formulas; the (empty) privacy ledger says what crosses how.
     """
-    guest, host = _split_names(public)
+    guest, host = (p.name for p in split_parties(public.parties, public.evaluator))
     g, h, c = results[guest], results[host], results[ARBITER]
     history: History = g["history"]
     records, history.records = history.records, []
@@ -1029,27 +1054,6 @@ def assemble(public: Public, params: ProtocolParams, results: dict[str, Any], *,
 # checks of the data against the protocol
 
 
-def _check_split(parties: list[tuple[str, bool, int]]) -> tuple[str, str]:
-    """(guest, host) names from (name, label holder, training rows) of each party; ParamErrors otherwise."""
-    names = [name for name, _, _ in parties]
-    holders = [p for p in parties if p[1]]
-    if len(holders) != 1:
-        fail("dataset", f"must give labels to exactly one party (the guest), got label holders "
-                        f"{[p[0] for p in holders]} among parties {names}")
-    guest = holders[0]
-    hosts = [p for p in parties if p is not guest]
-    if len(hosts) != 1:
-        fail("dataset", f"must have two parties for the Paillier protocols, one guest (labels) and one host, "
-                        f"got {len(parties)} parties {names}")
-    host = hosts[0]
-    if host[2] != guest[2]:
-        fail("dataset", f"must have aligned parties, got {guest[0]} with {guest[2]} rows and "
-                        f"{host[0]} with {host[2]}")
-    if ARBITER in (guest[0], host[0]):
-        fail("dataset", f"must not name a party {ARBITER!r} (the coordinator's address), got parties {names}")
-    return guest[0], host[0]
-
-
 def _check_sizes(params: ProtocolParams, rows: int, hessian_sample: int | None) -> None:
     """A batch (or Hessian sample) larger than the training rows would run with fewer rows than the params
     say and report the poster's traffic formulas for the wrong |S|."""
@@ -1059,26 +1063,48 @@ def _check_sizes(params: ProtocolParams, rows: int, hessian_sample: int | None) 
         fail("S_H", f"must be <= {rows}, the number of training rows, got {hessian_sample}")
 
 
-def split_parties(parties: list[Party], evaluation: Party | None = None) -> tuple[Party, Party]:
+_P = TypeVar("_P", Party, PartyInfo)
+
+
+def split_parties(parties: Sequence[_P], evaluation: _P | None = None) -> tuple[_P, _P]:
     """(guest, host) of a two-party vertical split; a :class:`~ppml.config.ParamError` naming the
-    experiment's ``dataset`` key for anything else (the data the params chose does not fit the protocol)."""
+    experiment's ``dataset`` key for anything else (the data the params chose does not fit the protocol).
+
+    The one check of the split, for a :class:`~ppml.parties.Party` as for the public
+    :class:`~ppml.runtime.PartyInfo` (what :func:`roles` and :func:`assemble` get, and on Ray
+    :func:`make_network`): it reads only facts both carry, ``name``, ``is_label_holder`` and ``n_samples``.
+    """
+    names = [p.name for p in parties]
     if evaluation is not None:
-        fail("dataset", f"must be vertically partitioned data for the Paillier protocols, got horizontal data "
-                        f"(evaluation party {evaluation.name!r})")
-    guest, host = _check_split([(p.name, p.is_label_holder, p.n_samples) for p in parties])
-    by_name = {p.name: p for p in parties}
-    return by_name[guest], by_name[host]
+        fail("dataset", f"must be vertically partitioned data for the Paillier protocols, got horizontal "
+                        f"data (evaluation party {evaluation.name!r})")
+    holders = [p for p in parties if p.is_label_holder]
+    if len(holders) != 1:
+        fail("dataset", f"must give labels to exactly one party (the guest), got label holders "
+                        f"{[p.name for p in holders]} among parties {names}")
+    guest = holders[0]
+    hosts = [p for p in parties if p is not guest]
+    if len(hosts) != 1:
+        fail("dataset", f"must have two parties for the Paillier protocols, one guest (labels) and one host, "
+                        f"got {len(parties)} parties {names}")
+    host = hosts[0]
+    if host.n_samples != guest.n_samples:
+        fail("dataset", f"must have aligned parties, got {guest.name} with {guest.n_samples} rows and "
+                        f"{host.name} with {host.n_samples}")
+    if ARBITER in (guest.name, host.name):
+        fail("dataset", f"must not name a party {ARBITER!r} (the coordinator's address), got parties {names}")
+    return guest, host
 
 
-def check_data(parties: list[Party], params: ProtocolParams, *, evaluation: Party | None = None,
-               hessian_sample: int | None = None) -> tuple[Party, Party]:
+def check_data(parties: Sequence[_P], params: ProtocolParams, *, evaluation: _P | None = None,
+               hessian_sample: int | None = None) -> tuple[_P, _P]:
     """(guest, host) after the checks of the params against the data, each a ParamError naming the key."""
     guest, host = split_parties(parties, evaluation)
     _check_sizes(params, guest.n_samples, hessian_sample)
     return guest, host
 
 
-def make_network(parties: list[Party], params: ProtocolParams | None = None, *,
+def make_network(parties: Sequence[Party | PartyInfo], params: ProtocolParams | None = None, *,
                  hessian_sample: int | None = None, capture: bool = False) -> Network:
     """A network over [guest, host, arbiter], after :func:`check_data` when `params` are given."""
     if params is None:
