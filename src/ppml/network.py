@@ -10,10 +10,11 @@ fixed-width big-endian integers and counted as ciphertexts), lists, tuples and s
 types cross only if registered with :func:`register_wire_type` (for example an encrypted vector, which
 carries its public key's modulus and its ciphertexts).
 
-Decoding is a network boundary: the bytes come from another party. :func:`decode` allocates no more than
-the message's length warrants (every length and count is checked against the bytes left first), accepts
-at most :data:`MAX_DEPTH` levels of nesting and only what :func:`encode` writes, and fails only with
-:class:`WireError`, naming what was wrong and at which byte.
+Decoding is a network boundary: the bytes come from another party. :func:`decode` allocates no more than a
+small multiple of the message's length, whatever its frames claim (every length and count is checked against
+the bytes left first; all-zero ciphertext arrays, whose elements take no bytes, share one allowance per
+message), accepts at most :data:`MAX_DEPTH` levels of nesting and only what :func:`encode` writes, and fails
+only with :class:`WireError`, naming what was wrong and at which byte.
 
 The default network is in-process and deterministic: per (src, dst, tag) a FIFO queue. Algorithms advance
 :meth:`Network.next_round` once per communication round so that traffic can be counted per round.
@@ -33,7 +34,7 @@ import numpy as np
 
 __all__ = ["Network", "Endpoint", "Message", "encode", "decode", "register_wire_type", "WireError", "ProtocolError",
            "EVALUATION", "CONTROL", "traffic_kind",
-           "MAX_DEPTH"]
+           "MAX_DEPTH", "DEFAULT_TIMEOUT", "MAX_TIMEOUT"]
 
 
 class WireError(TypeError, ValueError):
@@ -145,10 +146,14 @@ MAX_DEPTH = 100
 
 _MAX_NDIM = 64  # numpy's own limit on the number of array dimensions
 _MAX_NBYTES = 2**63 - 1  # numpy's limit on size * itemsize; an axis of length 0 would let the others grow
-# The encoder writes an all-zero object array (plaintext-scheme residues) with width 0, so its message does
-# not grow with its length; such arrays are capped at 2^20 elements (8 MiB of pointers), above the longest
-# vector any experiment sends.
-_MAX_ZERO_WIDTH = 2**20
+# What a message decodes to is bounded by its length. Every value but one holds at most ~20 bytes of Python
+# objects per byte it occupies (measured; the most is a 2-byte ciphertext: a 32-byte int and an 8-byte
+# pointer). The exception: the encoder writes an all-zero object array (plaintext-scheme residues) with width
+# 0, so its bytes do not grow with its length while its decoded array holds 8 bytes of pointers per element.
+# Those elements are counted against the whole message, however many frames claim them: at most
+# _ZERO_WIDTH_ALLOWANCE (20 times the longest vector an experiment sends, a batch of 3000) plus one per byte
+# of the message. A message of L bytes thus decodes to at most ~30 L bytes plus 512 KiB.
+_ZERO_WIDTH_ALLOWANCE = 2**16
 
 # Every dtype the encoder writes (kinds b, i, u, f, c in either byte order), keyed by its dtype.str.
 _DTYPES: dict[str, np.dtype] = {
@@ -160,6 +165,21 @@ _DTYPES: dict[str, np.dtype] = {
 _LEN = struct.Struct("<Q")
 _F64 = struct.Struct("<d")
 _TAG_S, _TAG_I, _TAG_U, _TAG_L = b"S"[0], b"I"[0], b"U"[0], b"L"[0]
+
+
+class _Budget:
+    """What is left of one message's allowance of zero-width ciphertexts (see _ZERO_WIDTH_ALLOWANCE)."""
+
+    __slots__ = ("zero_width",)
+
+    def __init__(self, message_length: int) -> None:
+        self.zero_width = _ZERO_WIDTH_ALLOWANCE + message_length
+
+    def spend_zero_width(self, count: int, at: int) -> None:
+        if count > self.zero_width:
+            raise _corrupt(f"{count} zero-width ciphertexts, more than the {self.zero_width} this message "
+                           "has left", at)
+        self.zero_width -= count
 
 
 def _corrupt(what: str, at: int) -> WireError:
@@ -190,28 +210,28 @@ def _check_depth(depth: int, at: int) -> None:
         raise _corrupt(f"nesting deeper than {MAX_DEPTH} levels", at)
 
 
-def _dec(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+def _dec(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     if pos >= len(view):
         raise _corrupt("truncated: a value expected", pos)
     reader = _READERS.get(view[pos])
     if reader is None:
         raise _corrupt(f"unknown type code {bytes(view[pos:pos + 1])!r}", pos)
-    return reader(view, pos + 1, depth)
+    return reader(view, pos + 1, depth, budget)
 
 
-def _dec_none(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+def _dec_none(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     return None, pos
 
 
-def _dec_true(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+def _dec_true(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     return True, pos
 
 
-def _dec_false(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+def _dec_false(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     return False, pos
 
 
-def _dec_int(view: memoryview, pos: int, depth: int) -> tuple[int, int]:
+def _dec_int(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[int, int]:
     start = pos + 8
     if start > len(view):
         raise _corrupt(f"truncated length of int: 8 bytes needed, {len(view) - pos} left", pos)
@@ -223,13 +243,13 @@ def _dec_int(view: memoryview, pos: int, depth: int) -> tuple[int, int]:
     return v, end
 
 
-def _dec_float(view: memoryview, pos: int, depth: int) -> tuple[float, int]:
+def _dec_float(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[float, int]:
     if pos + 8 > len(view):
         raise _corrupt(f"truncated float: 8 bytes needed, {len(view) - pos} left", pos)
     return _F64.unpack_from(view, pos)[0], pos + 8
 
 
-def _dec_str(view: memoryview, pos: int, depth: int) -> tuple[str, int]:
+def _dec_str(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[str, int]:
     start = pos + 8
     if start > len(view):
         raise _corrupt(f"truncated length of str: 8 bytes needed, {len(view) - pos} left", pos)
@@ -240,13 +260,13 @@ def _dec_str(view: memoryview, pos: int, depth: int) -> tuple[str, int]:
         raise _corrupt(f"invalid UTF-8 in str ({exc.reason})", start + exc.start) from None
 
 
-def _dec_bytes(view: memoryview, pos: int, depth: int) -> tuple[bytes, int]:
+def _dec_bytes(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[bytes, int]:
     n, start = _read_len(view, pos, "bytes")
     end = _take(view, start, n, "bytes")
     return bytes(view[start:end]), end
 
 
-def _dec_seq(view: memoryview, pos: int, depth: int) -> tuple[list | tuple, int]:
+def _dec_seq(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[list | tuple, int]:
     at = pos - 1
     _check_depth(depth, at)
     n, pos = _read_len(view, pos, "list")
@@ -254,12 +274,12 @@ def _dec_seq(view: memoryview, pos: int, depth: int) -> tuple[list | tuple, int]
         raise _corrupt(f"{n} items claimed, {len(view) - pos} bytes left", at)
     items = []
     for _ in range(n):
-        item, pos = _dec(view, pos, depth + 1)
+        item, pos = _dec(view, pos, depth + 1, budget)
         items.append(item)
     return (items if view[at] == _TAG_L else tuple(items)), pos
 
 
-def _dec_dict(view: memoryview, pos: int, depth: int) -> tuple[dict, int]:
+def _dec_dict(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[dict, int]:
     at = pos - 1
     _check_depth(depth, at)
     n, pos = _read_len(view, pos, "dict")
@@ -268,14 +288,15 @@ def _dec_dict(view: memoryview, pos: int, depth: int) -> tuple[dict, int]:
     out = {}
     for _ in range(n):
         key_at = pos
-        key, pos = _dec_str(view, _expect(view, pos, _TAG_S, "dict key"), depth)
+        key, pos = _dec_str(view, _expect(view, pos, _TAG_S, "dict key"), depth, budget)
         if key in out:
             raise _corrupt(f"duplicate dict key {key!r:.60}", key_at)
-        out[key], pos = _dec(view, pos, depth + 1)
+        out[key], pos = _dec(view, pos, depth + 1, budget)
     return out, pos
 
 
-def _dec_shape(view: memoryview, pos: int, itemsize: int, at: int) -> tuple[tuple[int, ...], int, int]:
+def _dec_shape(view: memoryview, pos: int, itemsize: int, at: int,
+               budget: _Budget) -> tuple[tuple[int, ...], int, int]:
     """An array's shape, its element count and the position after it; its size is what numpy allows."""
     ndim, pos = _read_len(view, _expect(view, pos, _TAG_U, "array shape"), "array shape")
     if ndim > _MAX_NDIM:
@@ -283,7 +304,7 @@ def _dec_shape(view: memoryview, pos: int, itemsize: int, at: int) -> tuple[tupl
     shape = []
     bound = itemsize
     for _ in range(ndim):
-        d, pos = _dec_int(view, _expect(view, pos, _TAG_I, "array dimension"), 0)
+        d, pos = _dec_int(view, _expect(view, pos, _TAG_I, "array dimension"), 0, budget)
         if d < 0:
             raise _corrupt(f"negative array dimension {d}", at)
         bound *= max(d, 1)
@@ -293,13 +314,13 @@ def _dec_shape(view: memoryview, pos: int, itemsize: int, at: int) -> tuple[tupl
     return tuple(shape), math.prod(shape), pos
 
 
-def _dec_array(view: memoryview, pos: int, depth: int) -> tuple[np.ndarray, int]:
+def _dec_array(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[np.ndarray, int]:
     at = pos - 1
-    name, pos = _dec_str(view, _expect(view, pos, _TAG_S, "array dtype"), depth)
+    name, pos = _dec_str(view, _expect(view, pos, _TAG_S, "array dtype"), depth, budget)
     dtype = _DTYPES.get(name)
     if dtype is None:
         raise _corrupt(f"array dtype {name!r:.40} is not a numeric dtype", at)
-    shape, count, pos = _dec_shape(view, pos, dtype.itemsize, at)
+    shape, count, pos = _dec_shape(view, pos, dtype.itemsize, at, budget)
     n, pos = _read_len(view, pos, "array data")
     if n != count * dtype.itemsize:
         raise _corrupt(f"{n} bytes of data for {count} elements of {name}", at)
@@ -310,15 +331,14 @@ def _dec_array(view: memoryview, pos: int, depth: int) -> tuple[np.ndarray, int]
     return arr.reshape(shape).copy(), end
 
 
-def _dec_ciphertexts(view: memoryview, pos: int, depth: int) -> tuple[np.ndarray, int]:
+def _dec_ciphertexts(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[np.ndarray, int]:
     at = pos - 1
-    shape, count, pos = _dec_shape(view, pos, np.dtype(object).itemsize, at)
+    shape, count, pos = _dec_shape(view, pos, np.dtype(object).itemsize, at, budget)
     width, pos = _read_len(view, pos, "ciphertext width")
     if count == 0 and width != 1:
         raise _corrupt(f"ciphertext width {width} for 0 ciphertexts", at)
-    if width == 0:  # what the encoder writes for all-zero residues: no bytes bound the count, a cap does
-        if count > _MAX_ZERO_WIDTH:
-            raise _corrupt(f"{count} zero-width ciphertexts (at most {_MAX_ZERO_WIDTH})", at)
+    if width == 0:  # the encoder's all-zero residues: no bytes bound the count, the message's allowance does
+        budget.spend_zero_width(count, at)
         return np.zeros(count, dtype=object).reshape(shape), pos
     if count > (len(view) - pos) // width:
         raise _corrupt(f"{count} ciphertexts of {width} bytes claimed, {len(view) - pos} bytes left", at)
@@ -331,14 +351,14 @@ def _dec_ciphertexts(view: memoryview, pos: int, depth: int) -> tuple[np.ndarray
     return out.reshape(shape), end
 
 
-def _dec_registered(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
+def _dec_registered(view: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     at = pos - 1
     _check_depth(depth, at)
-    name, pos = _dec_str(view, _expect(view, pos, _TAG_S, "wire type name"), depth)
+    name, pos = _dec_str(view, _expect(view, pos, _TAG_S, "wire type name"), depth, budget)
     from_wire = _WIRE_DECODERS.get(name)
     if from_wire is None:
         raise _corrupt(f"unknown wire type {name!r:.60}", at)
-    value, pos = _dec(view, pos, depth + 1)
+    value, pos = _dec(view, pos, depth + 1, budget)
     try:
         return from_wire(value), pos
     except WireError:
@@ -347,7 +367,7 @@ def _dec_registered(view: memoryview, pos: int, depth: int) -> tuple[Any, int]:
         raise _corrupt(f"wire type {name!r} rejected its value ({type(exc).__name__}: {exc})", at) from exc
 
 
-_READERS: dict[int, Callable[[memoryview, int, int], tuple[Any, int]]] = {
+_READERS: dict[int, Callable[[memoryview, int, int, _Budget], tuple[Any, int]]] = {
     b"N"[0]: _dec_none, b"T"[0]: _dec_true, b"F"[0]: _dec_false, b"I"[0]: _dec_int, b"D"[0]: _dec_float,
     b"S"[0]: _dec_str, b"B"[0]: _dec_bytes, b"L"[0]: _dec_seq, b"U"[0]: _dec_seq, b"M"[0]: _dec_dict,
     b"A"[0]: _dec_array, b"C"[0]: _dec_ciphertexts, b"X"[0]: _dec_registered,
@@ -365,13 +385,15 @@ def encode(payload: Any) -> tuple[bytes, int]:
 def decode(data: bytes) -> Any:
     """Rebuild a payload from :func:`encode`'s bytes.
 
-    The bytes are untrusted: decoding allocates no more than their length warrants, accepts at most
-    :data:`MAX_DEPTH` levels of nesting and only what :func:`encode` writes, and fails only with
-    :class:`WireError` (naming the byte offset), including when a registered type's ``from_wire`` rejects
-    its value.
+    The bytes are untrusted: decoding allocates at most about 30 times their length plus 512 KiB (see
+    ``_ZERO_WIDTH_ALLOWANCE``), accepts at most :data:`MAX_DEPTH` levels of nesting and only what
+    :func:`encode` writes, and fails only with :class:`WireError` (naming the byte offset), including when a
+    registered type's ``from_wire`` rejects its value or `data` is not bytes.
     """
-    view = memoryview(data).cast("B")
-    value, pos = _dec(view, 0, 0)
+    if not isinstance(data, (bytes, bytearray)):
+        raise WireError(f"a message is bytes, got a {type(data).__module__}.{type(data).__qualname__}")
+    view = memoryview(data)
+    value, pos = _dec(view, 0, 0, _Budget(len(view)))
     if pos != len(view):
         raise _corrupt(f"{len(view) - pos} trailing bytes after the value", pos)
     return value
@@ -389,6 +411,11 @@ apart from the protocol's own messages so that per-iteration counts stay compara
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds a party waits for one message before the run fails (``timeout`` of an experiment block)."""
+
+MAX_TIMEOUT = 7 * 24 * 3600.0
+"""Longest ``timeout`` an experiment may set: 7 days. A wait must end at a time the platform's clocks can
+represent (``threading.TIMEOUT_MAX``; ``timeout: 1e10`` made every Ray party die with "timestamp out of range
+for platform time_t"), and no protocol step needs a week."""
 
 
 class ProtocolError(RuntimeError):

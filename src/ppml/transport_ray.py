@@ -5,7 +5,9 @@ address. Each actor loads only its own shard, runs its party's program and is th
 program creates (the arbiter's Paillier private key, a party's model). Peers deliver encoded messages straight
 into the receiver's actor; the receiver decodes them with the bounded codec of :mod:`ppml.network`, so nothing
 from another process is trusted. Every message of a (sender, receiver) pair carries a sequence number, because
-calls into a threaded actor may overtake each other; the receiver releases them in order.
+calls into a threaded actor may overtake each other; the receiver releases them in order, and holds at most
+:data:`HELD_MESSAGES` messages and :data:`HELD_BYTES` bytes from one sender at once. Random generators are
+not shipped: each party's process creates its own from their descriptions (:mod:`ppml.privacy.noise`).
 
 Cluster. Without ``RAY_ADDRESS`` a run starts a local cluster and shuts it down at the end. With it, the run
 joins that cluster and places party ``<name>`` on a node that advertises the custom resource
@@ -15,9 +17,11 @@ A Ray cluster is ONE trust domain: any member can run code on any node (token au
 outsiders out). That fits the machines of one organization, not mutually distrusting ones; those need a
 cluster per party and authenticated links between them (as SecretFlow's RayFed does). See the README.
 
-Faults. Every wait for a message has a timeout (``timeout`` of the experiment block); a party that raises,
-dies, or waits too long ends the run with :class:`~ppml.network.ProtocolError` naming the party and its
-protocol step, after every other party is stopped; nothing is returned, so the stage writes nothing.
+Faults. Every wait has a timeout: joining the cluster at ``RAY_ADDRESS`` :data:`CONNECT_TIMEOUT` (60 s;
+Ray's own retries would last ten minutes), starting the parties :data:`STARTUP_TIMEOUT`, and every wait for a
+message ``timeout`` of the experiment block. A cluster that cannot be joined, or a party that raises, dies,
+or waits too long, ends the run with :class:`~ppml.network.ProtocolError` naming the address, or the party and
+its protocol step (after every other party is stopped); nothing is returned, so the stage writes nothing.
 """
 
 from __future__ import annotations
@@ -25,24 +29,41 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import socket
 import threading
+import time
 from collections import defaultdict, deque
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Iterator
 
 from ppml.config import ParamError
-from ppml.network import Message, Network, ProtocolError, _wanted
+from ppml.network import MAX_TIMEOUT, Message, Network, ProtocolError, WireError, _wanted
+from ppml.privacy.noise import create_all, describe_all
 from ppml.runtime import Role, here
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_ray", "ray_cluster", "RESOURCE_PREFIX", "STARTUP_TIMEOUT"]
+__all__ = ["run_ray", "ray_cluster", "RESOURCE_PREFIX", "CONNECT_TIMEOUT", "STARTUP_TIMEOUT", "HELD_MESSAGES",
+           "HELD_BYTES"]
 
 RESOURCE_PREFIX = "party:"
 """A node advertising the custom resource ``party:<name>`` hosts party ``<name>`` when a run joins a cluster."""
 
+CONNECT_TIMEOUT = 60.0
+"""Seconds a run waits to join the cluster at ``RAY_ADDRESS`` (a healthy one answers within a second)."""
+
 STARTUP_TIMEOUT = 120.0
 """Seconds to wait for every party's actor to start (and, on a joined cluster, for its node to exist)."""
+
+HELD_MESSAGES = 1024
+"""Most messages a party holds from one sender at once: arrived out of order, or queued and not yet received.
+The role programs leave at most 4 unreceived per sender (measured in-process, where a sender runs ahead until
+it blocks); far more means that the sender floods its peer or that one of its messages was lost."""
+
+HELD_BYTES = 128 * 2**20
+"""Most bytes a party holds from one sender at once (as :data:`HELD_MESSAGES`): 4 messages of 32 MiB, more
+than any vector an experiment sends (a float vector over n = 10^6 rows is 8 MB)."""
 
 
 class _RayNetwork(Network):
@@ -56,6 +77,7 @@ class _RayNetwork(Network):
         self._inbox: dict[tuple[str, str], deque[tuple[int, bytes]]] = defaultdict(deque)
         self._held: dict[str, dict[int, tuple[str, bytes]]] = defaultdict(dict)
         self._expected: dict[str, int] = defaultdict(int)
+        self._holding: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # per sender: messages, bytes
         self._arrived = 0
         self._out: dict[str, int] = defaultdict(int)
         self._aborted: str | None = None
@@ -71,13 +93,49 @@ class _RayNetwork(Network):
         self._peers[dst].deliver.remote(src, tag, seq, data)
 
     def deliver(self, src: str, tag: str, seq: int, data: bytes) -> None:
-        """A peer's message: held until every earlier one of that peer has arrived, then queued."""
-        if src not in self.names or src == self._me:
+        """A peer's message: held until every earlier one of that peer has arrived, then queued.
+
+        What this party holds from one sender (out of order, or queued and not yet received) is bounded by
+        :data:`HELD_MESSAGES` and :data:`HELD_BYTES`. A message that does not fit, or whose parts are not of
+        the types a peer sends, ends this party's run: the error names the sender, and this party's waits
+        raise it too (the sender's own call is not waited for).
+
+        Raises
+        ------
+        WireError
+            When `tag` is not a str, `seq` not an int >= 0 or `data` not bytes.
+        ProtocolError
+            When holding the message would exceed what one sender may have held here.
+        """
+        # `src` is the sender the caller claims to be: authenticated links (a separate issue) settle who it is
+        if not isinstance(src, str) or src not in self.names or src == self._me:
             return  # not a party of this run: dropped
+        if not (isinstance(tag, str) and isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0
+                and isinstance(data, bytes)):
+            error = WireError(f"{src!r} delivered a malformed message to {self._me!r}: tag "
+                              f"{type(tag).__name__}, sequence number {seq!r:.40}, payload "
+                              f"{type(data).__name__} (a str, an int >= 0 and bytes expected)")
+            self.abort(str(error))
+            raise error
         with self._cv:
+            if self._aborted is not None:
+                return  # the run is over for this party: nothing more is held
             held = self._held[src]
             if seq < self._expected[src] or seq in held:
                 return  # a duplicate
+            holding = self._holding[src]
+            if (holding[0] + 1 > HELD_MESSAGES or holding[1] + len(data) > HELD_BYTES
+                    or seq - self._expected[src] >= HELD_MESSAGES):
+                why = (f"{self._me!r} would hold more than {HELD_MESSAGES} messages or {HELD_BYTES} bytes "
+                       f"from {src!r} (holding {holding[0]} messages, {holding[1]} bytes, out of order or "
+                       f"not yet received; message {seq} of {len(data)} bytes arrived, the next in order is "
+                       f"{self._expected[src]})")
+                self._held.pop(src)  # freed now, not when the run ends
+                self._aborted = why
+                self._cv.notify_all()
+                raise ProtocolError(why)
+            holding[0] += 1
+            holding[1] += len(data)
             held[seq] = (tag, data)
             while self._expected[src] in held:
                 t, d = held.pop(self._expected[src])
@@ -110,6 +168,9 @@ class _RayNetwork(Network):
                                     f"{self._rounds[dst]}; nothing arrived (did {' or '.join(sources)} fail or stop?)")
             src, tag, queue = min((item for item in queues if item[2]), key=lambda item: item[2][0][0])
             data = queue.popleft()[1]
+            holding = self._holding[src]
+            holding[0] -= 1
+            holding[1] -= len(data)
         self.step = f"round {self._rounds[dst]}: received {tag!r} from {src!r}"
         return src, tag, data
 
@@ -143,9 +204,10 @@ class _PartyActor:
         if shard_path is not None:
             self._net.step = f"loading its shard {os.path.basename(shard_path)}"
             party = load_party(shard_path)
+        kwargs = create_all(role.kwargs)  # its generators, created here from their descriptions (see _ship)
         # one BLAS thread, as the train stage runs: the same floating-point results as in-process
         with threadpool_limits(limits=1):
-            result = role.program(self._net.endpoint(self._name), party, **role.kwargs)
+            result = role.program(self._net.endpoint(self._name), party, **kwargs)
         self._net.step = "finished"
         return {"result": result, "rounds": self._net._rounds[self._name], "where": here(),
                 "messages": [(m.dst, m.tag, m.round, m.nbytes, m.ciphertexts) for m in self._net.messages]}
@@ -160,12 +222,13 @@ def _ray():
 
 
 @contextmanager
-def ray_cluster(*, num_cpus: int | None = None) -> Iterator[bool]:
+def ray_cluster(*, num_cpus: int | None = None, connect_timeout: float = CONNECT_TIMEOUT) -> Iterator[bool]:
     """Ray for one run; yields whether it joined an existing cluster (``RAY_ADDRESS``).
 
     A cluster this process already initialized (a test fixture's) is used as it is and left running;
-    otherwise the run starts a local cluster, or joins ``RAY_ADDRESS``, and shuts its connection down at the
-    end (a local cluster goes with it).
+    otherwise the run starts a local cluster, or joins ``RAY_ADDRESS`` (within `connect_timeout` seconds, else
+    a :class:`~ppml.network.ProtocolError` naming the address), and shuts its connection down at the end (a
+    local cluster goes with it).
     """
     ray = _ray()
     address = os.environ.get("RAY_ADDRESS")
@@ -178,7 +241,7 @@ def ray_cluster(*, num_cpus: int | None = None) -> Iterator[bool]:
         # rather than one Ray would write to the home directory
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     if address:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        _join(ray, address, connect_timeout)
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING,
                  log_to_driver=False)
@@ -188,12 +251,93 @@ def ray_cluster(*, num_cpus: int | None = None) -> Iterator[bool]:
         ray.shutdown()
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a Ray address ``host:port`` or ``ray://host:port``; None for ``auto`` and the like."""
+    host, colon, port = address.split("://", 1)[-1].rstrip("/").rpartition(":")
+    if not colon or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+class _NoThreadWarning(logging.Filter):
+    """Drops Ray's warning that ray.init outside the main thread installs no SIGTERM handler: Python's default
+    action (the process ends) is what a run needs, and the warning would print on every joined run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def _join(ray: Any, address: str, timeout: float) -> None:
+    """``ray.init(address=...)`` within `timeout` seconds, else a ProtocolError naming the address.
+
+    Ray retries an unreachable cluster for about ten minutes ("Failed to get cluster ID from GCS server"),
+    whatever the run's timeouts, and its own timeout knobs are read when ray is imported, not per call. So a
+    closed port or unreachable host is found first by a plain TCP connection (within the timeout), and
+    ray.init runs in a thread that is given up at the deadline; Ray tries only once there
+    (``RAY_gcs_server_port_wait_time_s``), so a thread given up on ends within a minute, and a connection it
+    makes after the deadline is shut down.
+    """
+    deadline = time.monotonic() + timeout
+    where = _host_port(address)
+    if where is not None:
+        try:
+            socket.create_connection(where, timeout=timeout).close()
+        except TimeoutError:
+            raise ProtocolError(f"ray: cannot reach the cluster at RAY_ADDRESS={address} (no answer within "
+                                f"{timeout:g} s)") from None
+        except OSError as exc:
+            raise ProtocolError(f"ray: cannot reach the cluster at RAY_ADDRESS={address} "
+                                f"({exc.strerror or type(exc).__name__})") from None
+    # one attempt instead of twenty, so that an attempt given up on ends within a minute (read at each call)
+    set_here = "RAY_gcs_server_port_wait_time_s" not in os.environ
+    if set_here:
+        os.environ["RAY_gcs_server_port_wait_time_s"] = "1"
+    lock = threading.Lock()
+    state: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            with lock:
+                state["error"] = exc
+            return
+        finally:
+            if set_here:
+                os.environ.pop("RAY_gcs_server_port_wait_time_s", None)
+        with lock:
+            if "given_up" in state:
+                ray.shutdown()  # joined after the run failed: leave nothing connected
+            else:
+                state["joined"] = True
+
+    quiet = _NoThreadWarning()
+    worker_log = logging.getLogger("ray._private.worker")
+    worker_log.addFilter(quiet)
+    try:
+        thread = threading.Thread(target=connect, name="ray-connect", daemon=True)
+        thread.start()
+        thread.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        worker_log.removeFilter(quiet)
+    with lock:
+        if not state:
+            state["given_up"] = True
+            raise ProtocolError(f"ray: could not join the cluster at RAY_ADDRESS={address} within "
+                                f"{timeout:g} s")
+    if "error" in state:
+        what = f"{type(state['error']).__name__}: {state['error']}".splitlines()[0]
+        raise ProtocolError(f"ray: could not join the cluster at RAY_ADDRESS={address} ({what})")
+
+
 def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) -> dict[str, Any]:
     """Run the role programs, one Ray actor (process) per address; returns what each program returned.
 
     `network` supplies the names, the graph and the timeout, and receives the traffic records (merged from
     every party's own), the rounds and where each party ran (:attr:`Network.where`).
     """
+    if not 0 < network.timeout <= MAX_TIMEOUT:  # a wait past what the clocks represent kills every party
+        raise ValueError(f"network timeout must be in (0, {MAX_TIMEOUT:g}] seconds, got {network.timeout!r}")
     ray = _ray()
     actor_class = ray.remote(_PartyActor)
     with ray_cluster(num_cpus=max(2, len(roles))) as joined:
@@ -210,7 +354,8 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) ->
             log.info("ray: %d parties started (%s)", len(actors),
                      ", ".join(f"{n}@{w['host']}:{w['pid']}" for n, w in where.items()))
             outputs = _collect(ray, actors, {
-                actors[role.name].run.remote(role, None if role.shard is None else str(shard_paths[role.shard])):
+                actors[role.name].run.remote(_ship(role),
+                                             None if role.shard is None else str(shard_paths[role.shard])):
                 role.name for role in roles})
         finally:
             for handle in actors.values():
@@ -225,6 +370,16 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) ->
         records += [(m[2], network.names.index(name), i, Message(name, *m)) for i, m in enumerate(out["messages"])]
     network.messages = [r[-1] for r in sorted(records, key=lambda r: r[:3])]
     return {name: out["result"] for name, out in outputs.items()}
+
+
+def _ship(role: Role) -> Role:
+    """`role` as it goes to its party's process: every generator in its kwargs replaced by its description.
+
+    Generators are not shipped (DESIGN.md §4): the party's process creates its own from the description
+    (:func:`ppml.privacy.noise.create`), so an ``os`` generator stays one and a seeded one continues its
+    stream draw for draw.
+    """
+    return replace(role, kwargs=describe_all(role.kwargs))
 
 
 def _start(ray: Any, actors: dict[str, Any], joined: bool) -> dict[str, Any]:

@@ -101,6 +101,38 @@ def test_decentralized_same_numbers_on_ray(algorithm, extra, tmp_path):
     assert_same_run(*run_both(module, parties, params, tmp_path, evaluation=evaluator))
 
 
+def test_os_noise_on_ray_is_fresh_in_every_run(tmp_path):
+    """noise_source: os on Ray: each party's process draws its noise from OS entropy (the generators are
+    created there from their descriptions), so two runs differ from each other and from the seeded run."""
+    from ppml.algorithms import make_network, pp_admm
+    from ppml.privacy.noise import run_generator
+    from tests.algorithms.horizontal_data import horizontal
+
+    parties, evaluator = horizontal(np.random.default_rng(4), agents=4, n=80, d=4, n_test=60)
+    params = build(pp_admm.Params, {"agents": 4, "T": 4, "lam": 0.01, "epsilon": 1.0, "delta": 1e-3,
+                                    "delta_i1": 1e-3}, "test")
+    public = runtime.Public.from_parties(parties, evaluator)
+    shards = save_shards(parties, tmp_path, evaluator)
+    objectives = {}
+    for run, source in (("os 1", "os"), ("os 2", "os"), ("seeded", "seeded")):
+        rng = run_generator(source, [3, 0])
+        network = make_network(pp_admm, list(public.parties), params, rng=rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            roles = pp_admm.roles(public, params, rng=rng, network=network)
+            history = pp_admm.assemble(public, params, run_ray(roles, network, shards))
+        objectives[run] = [r["train_objective"] for r in history.records]
+    assert objectives["os 1"] != objectives["os 2"]
+    assert objectives["seeded"] not in (objectives["os 1"], objectives["os 2"])
+    # the seeded run is the in-process one, draw for draw
+    rng = run_generator("seeded", [3, 0])
+    network = make_network(pp_admm, parties, params, rng=rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = pp_admm.fit(parties, network, params, rng=rng, evaluation=evaluator)
+    assert objectives["seeded"] == [r["train_objective"] for r in local.records]
+
+
 def test_paillier_sqn_same_numbers_on_ray(tmp_path):
     """Guest, host and arbiter in three processes; the 1024-bit key pair is made inside the arbiter's."""
     from ppml.algorithms import paillier_sqn
@@ -241,8 +273,11 @@ def test_train_stage_runs_a_block_with_transport_ray(prepared_vertical, tmp_path
             warnings.simplefilter("ignore", ConvergenceWarning)
             assert main(["--experiment", name, "--params", str(params), "--data", str(prepared_vertical),
                          "--out", str(out)]) == 0
-        runs[name] = {part: read_json(out / f"{part}.json") for part in ("metrics", "comm", "history")}
+        runs[name] = {part: read_json(out / f"{part}.json") for part in ("run", "metrics", "comm", "history")}
     local, remote = runs["local"], runs["remote"]
+    assert (local["run"]["transport"], remote["run"]["transport"]) == ("inprocess", "ray")
+    assert {k: v for k, v in local["run"].items() if k not in ("experiment", "transport")} == \
+        {k: v for k, v in remote["run"].items() if k not in ("experiment", "transport")}
     assert _without_timing({k: v for k, v in local["metrics"].items() if k != "experiment"}) == \
         _without_timing({k: v for k, v in remote["metrics"].items() if k != "experiment"})
     assert local["metrics"]["bytes_sent"] == remote["metrics"]["bytes_sent"] > 0

@@ -81,3 +81,82 @@ def test_corrupt_bytes_from_a_peer_are_a_wire_error():
     net.deliver("a", "t", 0, encode([1.0, "x"])[0][:-1])
     with pytest.raises(WireError, match="truncated"):
         net.recv("b", "a", "t")
+
+
+# --- what a peer delivers is checked and what the mailbox holds per sender is bounded -----------------------
+
+
+@pytest.mark.parametrize("tag, seq, data", [
+    ("t", 0, "not bytes"),
+    ("t", 0, [1, 2]),
+    ("t", 0, None),
+    ("t", 0, bytearray(b"N")),
+    (b"t", 0, b"N"),
+    ("t", "0", b"N"),
+    ("t", -1, b"N"),
+    ("t", True, b"N"),
+    ("t", 0.0, b"N"),
+])
+def test_a_malformed_delivery_is_a_wire_error_naming_the_sender(tag, seq, data):
+    from ppml.network import WireError
+
+    net = _net()
+    with pytest.raises(WireError, match="'a' delivered a malformed message to 'b'"):
+        net.deliver("a", tag, seq, data)
+    # this party's program learns of it at its next wait, instead of waiting for its timeout
+    with pytest.raises(ProtocolError, match="'b' stopped while waiting for 't' from 'a': 'a' delivered a"):
+        net.recv("b", "a", "t")
+
+
+def test_messages_held_out_of_order_are_bounded_per_sender():
+    from ppml.transport_ray import HELD_MESSAGES
+
+    net = _net()
+    payload = encode(b"x" * 100)[0]
+    for seq in range(1, HELD_MESSAGES):  # message 0 never comes
+        net.deliver("a", "t", seq, payload)
+    with pytest.raises(ProtocolError, match=rf"'b' would hold more than {HELD_MESSAGES} messages .* from 'a' "
+                                            rf"\(holding {HELD_MESSAGES - 1} messages"):
+        net.deliver("a", "t", HELD_MESSAGES, payload)
+    assert not net._held.get("a")  # what it held is freed at once
+    net.deliver("a", "t", 0, payload)  # the run is over for this party: nothing more is held
+    assert net.pending("b", "a", "t") == 0
+    with pytest.raises(ProtocolError, match="stopped while waiting for 't' from 'a': 'b' would hold more"):
+        net.recv("b", "a", "t")
+
+
+def test_a_sequence_number_too_far_ahead_is_refused_at_once():
+    from ppml.transport_ray import HELD_MESSAGES
+
+    net = _net()
+    with pytest.raises(ProtocolError, match=f"from 'a' .*message {HELD_MESSAGES} of .* next in order is 0"):
+        net.deliver("a", "t", HELD_MESSAGES, encode(1)[0])
+
+
+def test_bytes_held_are_bounded_per_sender(monkeypatch):
+    from ppml import transport_ray
+
+    monkeypatch.setattr(transport_ray, "HELD_BYTES", 10_000)
+    net = _net()
+    big = encode(b"x" * 3000)[0]
+    for seq in range(1, 4):
+        net.deliver("a", "t", seq, big)
+    with pytest.raises(ProtocolError, match=r"more than 1024 messages or 10000 bytes from 'a' \(holding 3 "
+                                            r"messages, 9027 bytes"):
+        net.deliver("a", "t", 4, big)
+
+
+def test_unreceived_messages_count_too_but_a_stream_read_as_it_arrives_never_trips(monkeypatch):
+    from ppml import transport_ray
+
+    monkeypatch.setattr(transport_ray, "HELD_MESSAGES", 8)
+    net = _net()
+    for seq in range(40):  # in order, each received before the next: never more than one held
+        net.deliver("a", "t", seq, encode(seq)[0])
+        net.deliver("c", "t", seq, encode(-seq)[0])
+        assert net.recv("b", "a", "t") == seq and net.recv("b", "c", "t") == -seq
+    for seq in range(40, 48):  # eight queued and not received, from each of two senders: within the bound
+        net.deliver("a", "t", seq, encode(seq)[0])
+        net.deliver("c", "t", seq, encode(seq)[0])
+    with pytest.raises(ProtocolError, match="more than 8 messages .* from 'c'"):
+        net.deliver("c", "t", 48, encode(48)[0])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ppml.crypto.paillier import EncryptedVector, PublicKey
-from ppml.network import MAX_DEPTH, WireError, decode, encode, register_wire_type
+from ppml.network import _ZERO_WIDTH_ALLOWANCE, MAX_DEPTH, WireError, decode, encode, register_wire_type
 
 
 class _Point:
@@ -262,8 +262,10 @@ MALFORMED = {
                                          "12 bytes of data for 2 elements"),
     "bool array holding 2": (_array("|b1", _int(2), 1, b"\x01\x02"),
                              "bool array holding a byte other than 0 or 1"),
-    "zero-width ciphertexts past the cap": (b"C" + b"U" + _q(1) + _int(2**20 + 1) + _q(0),
-                                            "1048577 zero-width ciphertexts \\(at most 1048576\\)"),
+    # a 30-byte message may decode to 2^16 + 30 zero-width ciphertexts
+    "zero-width ciphertexts past the allowance": (b"C" + b"U" + _q(1) + _int(2**16 + 31) + _q(0),
+                                                  "65567 zero-width ciphertexts, more than the 65566 this "
+                                                  "message has left at byte 0"),
     "zero-width ciphertexts followed by data": (b"C" + b"U" + _q(1) + _int(2) + _q(0) + b"\x01\x02",
                                                 "trailing"),
     "empty ciphertexts of width 2": (b"C" + b"U" + _q(1) + _int(0) + _q(2), "ciphertext width 2 for 0"),
@@ -297,3 +299,119 @@ def test_malformed_messages_raise_wire_error_naming_the_offset(name):
 
 def test_wire_error_is_still_a_type_error_and_a_value_error():
     assert issubclass(WireError, TypeError) and issubclass(WireError, ValueError)
+
+
+# --- allocation bounded by the message's length, whatever its frames claim ----------------------------------
+
+K = 32  # bytes of decoded objects per byte of message: measured at most ~20 (2-byte ciphertexts)
+SLACK = 8 * _ZERO_WIDTH_ALLOWANCE + 128 * 1024  # the zero-width allowance's pointers, and tracemalloc's own
+
+
+def _peak(data: bytes) -> int:
+    """Peak bytes allocated while decoding `data`, whether it decodes or is rejected (only with WireError)."""
+    tracemalloc.start()
+    try:
+        try:
+            decode(data)
+        except WireError as exc:
+            assert "at byte" in str(exc)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _zero_width(count: int, ndim: int = 1) -> bytes:
+    """A ciphertext-array frame of width 0 claiming `count` elements (as `ndim` axes)."""
+    return b"C" + b"U" + _q(ndim) + _int(count) + _int(1) * (ndim - 1) + _q(0)
+
+
+def _list(items: list[bytes], tag: bytes = b"L") -> bytes:
+    return tag + _q(len(items)) + b"".join(items)
+
+
+def _dict(values: list[bytes]) -> bytes:
+    return b"M" + _q(len(values)) + b"".join(encode(f"k{i}")[0] + v for i, v in enumerate(values))
+
+
+def _vector(c: bytes) -> bytes:
+    """An EncryptedVector frame (plaintext scheme) whose ciphertexts are the frame `c`."""
+    return (b"X" + encode("ppml.paillier.EncryptedVector")[0] + b"M" + _q(4)
+            + encode("n")[0] + _int(2**1023 + 1) + encode("scheme")[0] + encode("plaintext")[0]
+            + encode("frac_bits")[0] + _int(20) + encode("c")[0] + c)
+
+
+def _nest(frame: bytes, depth: int) -> bytes:
+    return (b"L" + _q(1)) * depth + frame
+
+
+ALLOCATION_CASES = {
+    # the issue's message: 60 frames of 26 bytes, each claiming 2^20 elements (512 MB decoded before)
+    "60 zero-width frames of 2^20 in 1.6 KB": _list([_zero_width(2**20)] * 60),
+    "8 zero-width frames of 2^20": _list([_zero_width(2**20)] * 8),
+    "zero-width frames in a tuple": _list([_zero_width(2**14)] * 20, b"U"),
+    "zero-width frames in a dict": _dict([_zero_width(2**14)] * 20),
+    "zero-width frames nested 90 deep": _list([_nest(_zero_width(2**14), 90)] * 20),
+    "zero-width frames as 3-d arrays": _list([_zero_width(2**14, ndim=3)] * 20),
+    "zero-width frames in encrypted vectors": _list([_vector(_zero_width(2**14))] * 20),
+    "zero-width frames behind a valid one": _list([_zero_width(2**15)] + [_zero_width(2**17)] * 20),
+    "many small zero-width frames": _list([_zero_width(1000)] * 2000),
+    "2-byte ciphertexts": b"C" + b"U" + _q(1) + _int(20_000) + _q(2) + b"\x01\x01" * 20_000,
+    "2-byte ciphertexts, one frame each": _list([b"C" + b"U" + _q(0) + _q(2) + b"\x01\x01"] * 5_000),
+    "Nones in a tuple": _list([b"N"] * 50_000, b"U"),
+    "empty lists": _list([b"L" + _q(0)] * 20_000),
+    "empty dicts": _list([b"M" + _q(0)] * 20_000),
+    "dict of short keys": encode({f"{i:x}": None for i in range(20_000)})[0],
+    "zero-size arrays": _list([_array("|i1", _int(0), 1, b"")] * 5_000),
+    "zero-size arrays of 20 axes": _list([_array("<f8", _int(0) + _int(8) * 19, 20, b"")] * 500),
+    "arrays of 64 axes": _list([_array("<f8", _int(1) * 64, 64, b"\x00" * 8)] * 200),
+    "0-d arrays": _list([_array("|i1", b"", 0, b"\x01")] * 5_000),
+    "nested lists at the depth limit": _list([_nest(b"N", MAX_DEPTH - 2)] * 200),
+    "floats": encode([0.5] * 20_000)[0],
+    "2-byte ints": encode([300] * 20_000)[0],
+    "2-char strs": encode(["ab"] * 20_000)[0],
+    "4-byte UTF-8": encode("𝔼" * 20_000)[0],
+    "registered values": encode([_Point(1000, 1000)] * 5_000)[0],
+}
+
+
+@pytest.mark.parametrize("name", ALLOCATION_CASES)
+def test_decoding_allocates_at_most_a_multiple_of_the_message_length(name):
+    data = ALLOCATION_CASES[name]
+    assert _peak(data) <= K * len(data) + SLACK
+
+
+def test_the_zero_width_allowance_is_per_message_not_per_frame():
+    one = _list([_zero_width(_ZERO_WIDTH_ALLOWANCE)])
+    assert decode(one)[0].shape == (_ZERO_WIDTH_ALLOWANCE,)  # one long all-zero vector still decodes
+    with pytest.raises(WireError, match="zero-width ciphertexts, more than the .* this message has left"):
+        decode(_list([_zero_width(_ZERO_WIDTH_ALLOWANCE // 2 + 100)] * 3))
+    # what the encoder writes for all-zero vectors of every experiment's length decodes as before
+    zeros = [np.zeros(3000, dtype=int).astype(object)] * 10
+    data, n_ct = encode(zeros)
+    assert n_ct == 30_000 and all(_same(a, b) for a, b in zip(decode(data), zeros))
+
+
+def test_random_nestings_of_repeated_frames_stay_within_the_bound():
+    rng = np.random.default_rng(18)
+    leaves = [_zero_width(2**12), _zero_width(2**16), b"C" + b"U" + _q(1) + _int(0) + _q(1), b"N", _int(300),
+              encode(0.5)[0], _array("|i1", _int(0), 1, b""),
+              b"C" + b"U" + _q(1) + _int(4) + _q(2) + b"\x01\x01" * 4]
+
+    def frame(depth: int) -> bytes:
+        kind = rng.integers(0, 4) if depth < 6 else 0
+        if kind == 0:
+            return leaves[rng.integers(len(leaves))]
+        items = [frame(depth + 1) for _ in range(rng.integers(1, 12))]
+        if kind == 3:
+            return _dict(items)
+        return _list(items, b"L" if kind == 1 else b"U")
+
+    for _ in range(30):
+        data = frame(0)
+        assert _peak(data) <= K * len(data) + SLACK
+
+
+def test_a_message_that_is_not_bytes_is_a_wire_error():
+    for value in ("N", 7, None, [b"N"]):
+        with pytest.raises(WireError, match="a message is bytes, got a builtins"):
+            decode(value)

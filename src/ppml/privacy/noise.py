@@ -9,6 +9,14 @@ read fresh bytes from the operating system's CSPRNG (``os.urandom``) on every ca
 agents' graph, batch schedules, initial values) stay on the seeded stream, so a release run differs from the
 seeded one only in its noise.
 
+Generators do not cross between processes (DESIGN.md §4). A transport that runs a party elsewhere ships the
+:class:`GeneratorSpec` of each of its generators (:func:`describe`: the source and the exact position of the
+seeded stream) and the party's process creates its own generator from it (:func:`create`), so an ``os``
+generator reads its noise from the entropy of the machine the party runs on and can never come back as a
+seeded one. Should a generator be pickled all the same (inside some object), :class:`OsEntropyGenerator`
+pickles as its description too: it is re-created as an :class:`OsEntropyGenerator`, never as numpy's plain
+``Generator`` with the public seed.
+
 Limits, said plainly: the noise is sampled in double precision by inverting the distribution function of a
 53-bit uniform, so it inherits the floating-point caveats of every such sampler (Mironov, CCS 2012: the set
 of reachable doubles can leak); a release against a capable adversary wants a discrete sampler (Canonne,
@@ -18,6 +26,7 @@ Kamath and Steinke, NeurIPS 2020) on top of this.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,6 +59,11 @@ class OsEntropyGenerator(np.random.Generator):
     generator's, so the rest of a run stays as seeded as the caller made it. Children from ``spawn`` are of
     this class too.
     """
+
+    def __reduce__(self) -> tuple[Any, tuple[GeneratorSpec]]:
+        # numpy's Generator pickles (and copies) as a plain Generator of its bit generator: unpickled, an OS
+        # generator would quietly draw its noise from the public seed. Its description keeps the source.
+        return create, (describe(self),)
 
     def _draw(self, size: Any, *params: Any) -> tuple[np.ndarray, tuple[int, ...]]:
         shape = tuple(np.broadcast_shapes(*(np.shape(p) for p in params))) if size is None else (
@@ -95,6 +109,90 @@ class OsEntropyGenerator(np.random.Generator):
 def _check_scale(scale: Any) -> None:
     if np.any(np.asarray(scale) < 0) or not np.all(np.isfinite(scale)):
         raise ValueError(f"noise scale must be finite and >= 0, got {scale!r}")
+
+
+#: the bit generators a :class:`GeneratorSpec` may name (numpy's own; run_generator uses PCG64)
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """The description a party's process creates its generator from: source and seeded state, no generator.
+
+    Attributes
+    ----------
+    source : {"seeded", "os"}
+        Where the noise draws come from (see :data:`NOISE_SOURCES`).
+    state : dict
+        The bit generator's ``state``: the seeded stream exactly where the generator being described is, so
+        the created generator continues it draw for draw.
+    entropy, spawn_key, pool_size, n_children_spawned
+        Its ``SeedSequence``, so that :meth:`~numpy.random.Generator.spawn` on the created generator gives the
+        children the described one would have given.
+    """
+
+    source: str
+    state: dict[str, Any]
+    entropy: Any
+    spawn_key: tuple[int, ...]
+    pool_size: int
+    n_children_spawned: int
+
+
+def describe(rng: np.random.Generator) -> GeneratorSpec:
+    """The :class:`GeneratorSpec` of `rng`, a seeded ``numpy.random.Generator`` or an OsEntropyGenerator."""
+    if type(rng) is OsEntropyGenerator:
+        source = "os"
+    elif type(rng) is np.random.Generator:
+        source = "seeded"
+    else:  # a subclass could draw its noise differently: refuse rather than describe it as seeded
+        what = f"{type(rng).__module__}.{type(rng).__qualname__}"
+        raise TypeError(f"cannot describe a generator of type {what}; only numpy.random.Generator and "
+                        "OsEntropyGenerator")
+    bit_generator = rng.bit_generator
+    seq = bit_generator.seed_seq
+    if not isinstance(seq, np.random.SeedSequence):
+        raise TypeError(f"cannot describe a generator whose bit generator was seeded by a "
+                        f"{type(seq).__name__}; seed it with a SeedSequence (default_rng, run_generator)")
+    return GeneratorSpec(source, bit_generator.state, seq.entropy, tuple(seq.spawn_key), seq.pool_size,
+                         seq.n_children_spawned)
+
+
+def create(spec: GeneratorSpec) -> np.random.Generator:
+    """The generator `spec` describes, created in this process: for ``os`` an :class:`OsEntropyGenerator`."""
+    if spec.source not in NOISE_SOURCES:
+        raise ValueError(f"noise_source must be one of {list(NOISE_SOURCES)}, got {spec.source!r}")
+    name = spec.state.get("bit_generator")
+    if name not in _BIT_GENERATORS:
+        raise ValueError(f"a generator description names bit generator {name!r}; expected one of "
+                         f"{list(_BIT_GENERATORS)}")
+    seq = np.random.SeedSequence(spec.entropy, spawn_key=spec.spawn_key, pool_size=spec.pool_size,
+                                 n_children_spawned=spec.n_children_spawned)
+    bit_generator = getattr(np.random, name)(seq)
+    bit_generator.state = spec.state
+    return OsEntropyGenerator(bit_generator) if spec.source == "os" else np.random.Generator(bit_generator)
+
+
+def describe_all(value: Any) -> Any:
+    """`value` with every generator in it (through dicts, lists and tuples) replaced by its description."""
+    if isinstance(value, np.random.Generator):
+        return describe(value)
+    if type(value) is dict:
+        return {key: describe_all(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(describe_all(item) for item in value)
+    return value
+
+
+def create_all(value: Any) -> Any:
+    """The inverse of :func:`describe_all`, where the draws happen: each description becomes its generator."""
+    if isinstance(value, GeneratorSpec):
+        return create(value)
+    if type(value) is dict:
+        return {key: create_all(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(create_all(item) for item in value)
+    return value
 
 
 def run_generator(source: str, entropy: Any) -> np.random.Generator:
