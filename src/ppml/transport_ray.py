@@ -38,6 +38,7 @@ from dataclasses import replace
 from typing import Any, Iterator
 
 from ppml.config import ParamError
+from ppml.data.prepared import ShardError
 from ppml.network import MAX_TIMEOUT, Message, Network, ProtocolError, WireError, _wanted
 from ppml.privacy.noise import create_all, describe_all
 from ppml.runtime import Role, here
@@ -198,19 +199,27 @@ class _PartyActor:
     def run(self, role: Role, shard_path: str | None) -> dict[str, Any]:
         from threadpoolctl import threadpool_limits
 
-        from ppml.io import load_party
+        from ppml.data.prepared import load_shard
 
         party = None
         if shard_path is not None:
             self._net.step = f"loading its shard {os.path.basename(shard_path)}"
-            party = load_party(shard_path)
+            party = load_shard(shard_path)  # a damaged file is a one-line error naming it
         kwargs = create_all(role.kwargs)  # its generators, created here from their descriptions (see _ship)
         # one BLAS thread, as the train stage runs: the same floating-point results as in-process
         with threadpool_limits(limits=1):
             result = role.program(self._net.endpoint(self._name), party, **kwargs)
         self._net.step = "finished"
-        return {"result": result, "rounds": self._net._rounds[self._name], "where": here(),
+        return {"result": result, "rounds": self._net._rounds[self._name], "where": {**here(), **_node()},
                 "messages": [(m.dst, m.tag, m.round, m.nbytes, m.ciphertexts) for m in self._net.messages]}
+
+
+def _node() -> dict[str, str]:
+    """The Ray node this actor runs on (its id and IP), which comm.json records beside host and pid so that a
+    run's placement can be checked against the nodes advertising ``party:<name>`` (``ray list nodes``)."""
+    import ray
+
+    return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
 
 
 def _ray():
@@ -404,7 +413,8 @@ def _collect(ray: Any, actors: dict[str, Any], refs: dict[Any, str]) -> dict[str
             outputs[name] = ray.get(ref)
         except Exception as exc:  # a program that raised, or a process that died
             error = _failure(ray, actors, name, exc, {refs[r] for r in pending})
-            if isinstance(error.cause, ParamError):  # a parameter that does not fit this party's data
+            # a parameter that does not fit this party's data, or a damaged shard: input errors, named as such
+            if isinstance(error.cause, (ParamError, ShardError)):
                 raise error.cause from None
             raise error from None
     return outputs

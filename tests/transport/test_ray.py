@@ -79,6 +79,8 @@ def assert_same_run(a, b):
     assert net_a.summary() == net_b.summary()
     pids = {w["pid"] for w in net_b.where.values()}
     assert len(pids) == len(net_b.where) >= 3 and os.getpid() not in pids
+    for where in net_b.where.values():  # placement can be checked against `ray list nodes`
+        assert len(where["node_id"]) == 56 and where["node_ip"].count(".") == 3, where
 
 
 def test_admm_sharing_same_numbers_on_ray(tmp_path):
@@ -288,3 +290,25 @@ def test_train_stage_runs_a_block_with_transport_ray(prepared_vertical, tmp_path
             {k: v for k, v in comm_remote.items() if k not in ("transport", "parties")}
         assert len({w["pid"] for w in comm_remote["parties"].values()}) == 3
         assert len({w["pid"] for w in comm_local["parties"].values()}) == 1
+
+
+def test_a_damaged_shard_on_ray_is_one_line_naming_the_file(prepared_vertical, tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    from stages.train import main
+
+    data = tmp_path / "data"
+    shutil.copytree(prepared_vertical, data)
+    shard = sorted(data.glob("*.npz"))[1]
+    shard.write_bytes(shard.read_bytes()[:100])
+    params = tmp_path / "params.yaml"
+    block = {"algorithm": "admm_sharing", "dataset": "toy_vertical", "max_epochs": 2, "transport": "ray"}
+    params.write_text(yaml.safe_dump({"seed": 7, "experiments": {"remote": block}}))
+    capsys.readouterr()
+    assert main(["--experiment", "remote", "--params", str(params), "--data", str(data),
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and shard.name in err, err
+    assert not (tmp_path / "out").exists()
