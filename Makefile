@@ -14,10 +14,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Stages call `python`: the virtualenv's, first on PATH. The README's results section is regenerated after.
+# Stages call `python`: the virtualenv's, first on PATH. docs/results.md and the README's summary are written after.
 repro: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
-	$(BIN)/python -m ppml.report.readme README.md reports
+	$(MAKE) docs
+
+# docs/results.md (every claim, table and figure) and the README's results summary, from reports/.
+.PHONY: docs
+docs: $(STAMP)
+	$(BIN)/python -m ppml.report.readme README.md reports docs/results.md
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -1,21 +1,198 @@
 import json
+import re
+from pathlib import Path
 
-from ppml.report.readme import END, START, refresh
+import pytest
+import yaml
+
+from ppml.report.readme import END, START, main, refresh, slug
+
+REPO = Path(__file__).resolve().parents[3]
+WHY = ("gisette_train.data: no copy in mirror ../shared/datasets; https://example.org/gisette_train.data: "
+       "[Errno -2] Name or service not known")
+NOT_RUN = f"not run: data unavailable ({WHY})"
 
 
-def test_readme_claims_show_the_verdict_and_margin_in_both_formats(tmp_path):
+def _run(reports: Path, name: str, *, split: bool = True, history: list | None = None, **fields) -> None:
+    """A run directory as the train stage writes it: run.json (what it was) + metrics.json (numbers), or the
+    older single metrics.json."""
+    d = reports / "runs" / name
+    d.mkdir(parents=True)
+    strings = {k: v for k, v in fields.items() if isinstance(v, str)}
+    described = {"experiment": name, "status": "ok", **strings}
+    numbers = {k: v for k, v in fields.items() if not isinstance(v, str)}
+    if split:
+        (d / "run.json").write_text(json.dumps(described))
+        (d / "metrics.json").write_text(json.dumps(numbers))
+    else:
+        (d / "metrics.json").write_text(json.dumps({**described, **numbers}))
+    if history is not None:
+        (d / "history.json").write_text(json.dumps({"runs": [{"records": seed} for seed in history]}))
+
+
+@pytest.fixture
+def reports(tmp_path):
     reports = tmp_path / "reports"
     (reports / "tables").mkdir(parents=True)
+    (reports / "plots").mkdir()
+    _run(reports, "centralized-a9a", dataset="a9a", test_error=0.14986, test_majority_error=0.23607)
+    _run(reports, "local-a9a", split=False, dataset="a9a", test_error=0.16271, test_logloss=0.35)
+    _run(reports, "centralized-gisette", dataset="gisette", status=NOT_RUN)
+    _run(reports, "local-gisette", dataset="gisette", status=NOT_RUN)
+    _run(reports, "pp_admm-adult-eps1", dataset="adult", test_error=0.25197, majority_error=0.25122)
+    # FDML's headline is read at epoch 10 (the paper's Table I), the mean over seeds, not the final value
+    _run(reports, "fdml_table1-a9a-lr-fdml", dataset="a9a", epochs=40.0, test_auc=0.99,
+         history=[[{"epoch": 9, "test_auc": 0.1}, {"epoch": 10, "test_auc": 0.80}],
+                  [{"epoch": 10, "test_auc": 0.90}, {"epoch": 11, "test_auc": 0.2}]])
     (reports / "claims.json").write_text(json.dumps([
-        {"statement": "tie", "ours": "0.39 vs 0.39", "verdict": "NOT SHOWN", "margin": "0.013 = 2 SE",
-         "pass": None},
-        {"statement": "old", "ours": "x", "pass": True},
+        {"paper": "baselines", "statement": "tie", "ours": "0.39 vs 0.39", "verdict": "NOT SHOWN",
+         "margin": "0.013 = 2 SE", "pass": None},
+        {"paper": "baselines", "statement": "old", "ours": "x", "pass": True},  # before verdicts: a boolean
+        {"paper": "baselines", "statement": "gisette helps", "ours": f"centralized-gisette: {NOT_RUN}",
+         "verdict": "NOT CHECKED", "margin": ""},
+        {"paper": "fdml", "statement": "fdml wins", "ours": "y", "verdict": "FAIL", "margin": "m"},
+        {"paper": "someone_new", "statement": "new paper's claim", "ours": "z", "verdict": "PASS",
+         "margin": ""},
     ]))
-    (reports / "tables" / "baselines.md").write_text("# Baselines\n\n| a |\n|---|\n| 1 |\n")
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{START}\nstale\n{END}\noutro\n")
+    (reports / "tables" / "baselines.md").write_text(
+        "# Baselines\n\nnote\n\n| run | status |\n|---|---|\n| centralized-a9a | ok |\n"
+        f"| centralized-gisette | {NOT_RUN} |\n| local-gisette | {NOT_RUN} |\n")
+    (reports / "tables" / "pp_admm_error.md").write_text(
+        "# PP-ADMM error\n\n## adult\n\n| a |\n|---|\n| 1 |\n")
+    (reports / "tables" / "fdml_table1.md").write_text("Table I analogue, no heading of its own.\n")
+    (reports / "tables" / "unheard_of.md").write_text("# Something new\n\nbody\n")
+    (reports / "plots" / "fdml_curves.png").write_bytes(b"\x89PNG")
+    (reports / "claims.md").write_text("# Claims\n")
+    return reports
+
+
+@pytest.fixture
+def readme(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text(f"intro\n{START}\nstale\n{END}\noutro\n")
+    return path
+
+
+def _section(text: str) -> str:
+    return text[text.index(START):text.index(END) + len(END)]
+
+
+def _links(text: str) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+def test_readme_gets_one_row_per_paper_with_the_majority_class_beside_error_rates(reports, readme):
     refresh(readme, reports)
     text = readme.read_text()
-    assert "| tie | 0.39 vs 0.39 | 0.013 = 2 SE | NOT SHOWN |" in text
-    assert "| old | x | — | PASS |" in text
-    assert "### Baselines" in text and "stale" not in text and text.endswith("outro\n")
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "stale" not in text
+    rows = {line.split(" | ")[0]: line for line in _section(text).splitlines() if line.startswith("| **")}
+    assert [r.split("**")[1] for r in rows] == ["Baselines", "ADMM sharing", "PP-ADMM and IPP-ADMM",
+                                                "Paillier SGD and SQN", "FDML"]
+    baselines = next(r for r in rows.values() if "**Baselines**" in r)
+    cells = [c.strip() for c in baselines.strip("|").split(" | ")]
+    assert "a9a 0.1499 / 0.1627" in cells[1] and "a9a 0.2361" in cells[2]  # error, and majority beside it
+    assert cells[3] == "1 PASS, 1 NOT SHOWN, 1 NOT CHECKED"
+    assert "[full results](docs/results.md#baselines)" in cells[4]
+    assert "[baselines](reports/tables/baselines.md)" in cells[4]
+    pp = next(r for r in rows.values() if "**PP-ADMM" in r)
+    assert "PP-ADMM 0.2520" in pp and "| Adult 0.2512 |" in pp
+    fdml = next(r for r in rows.values() if "**FDML**" in r)
+    assert "LR 0.8500 / — / —" in fdml  # mean of the two seeds at epoch 10, not the final 0.99
+    assert "All 5 claims: 2 PASS, 1 FAIL, 1 NOT SHOWN, 1 NOT CHECKED" in text
+
+
+def test_results_page_holds_every_claim_table_and_figure_under_its_paper(reports, readme, tmp_path):
+    refresh(readme, reports)
+    page = (tmp_path / "docs" / "results.md").read_text()
+    headings = [line for line in page.splitlines() if line.startswith("#")]
+    claims = "### Claims (1 PASS, 1 NOT SHOWN, 1 NOT CHECKED)"
+    assert headings.index("## Baselines") < headings.index(claims) < headings.index("### Baselines") \
+        < headings.index("## ADMM sharing")
+    assert "#### adult" in headings  # a table's own subheadings move down with it
+    assert headings.index("## FDML") < headings.index("### FDML: Table I analogue")  # headless table's title
+    assert headings[-3:] == ["## Other results", "### Claims (1 PASS)", "### Something new"]  # none dropped
+    assert "| tie | 0.39 vs 0.39 | 0.013 = 2 SE | NOT SHOWN |" in page
+    assert "| old | x | — | PASS |" in page
+    assert "| new paper's claim | z | — | PASS |" in page.split("## Other results")[1]
+    assert "![fdml_curves](../reports/plots/fdml_curves.png)" in page.split("\n## FDML\n")[1]
+
+
+def test_why_a_dataset_is_missing_is_said_once_in_each_file(reports, readme, tmp_path):
+    refresh(readme, reports)
+    page = (tmp_path / "docs" / "results.md").read_text()
+    for text in (readme.read_text(), page):
+        assert text.count("Name or service not known") == 1
+        assert "**Not run: gisette** (2 runs, data unavailable)" in text
+    assert "| centralized-gisette | not run: data unavailable |" in page
+    assert "| gisette helps | centralized-gisette: not run: data unavailable | — | NOT CHECKED |" in page
+
+
+def test_every_link_resolves_and_every_anchor_is_a_heading(reports, readme, tmp_path):
+    refresh(readme, reports)
+    page_path = tmp_path / "docs" / "results.md"
+    anchors = {slug(line.lstrip("#")) for line in page_path.read_text().splitlines() if line.startswith("#")}
+    for source in (readme, page_path):
+        for link in _links(source.read_text()):
+            target, _, anchor = link.partition("#")
+            path = source if not target else (source.parent / target)
+            assert path.exists(), f"{source.name}: {link}"
+            if anchor:
+                assert path == page_path and anchor in anchors, f"{source.name}: {link}"
+
+
+def test_runs_a_headline_needs_are_reported_missing_and_shown_as_a_dash(reports, readme):
+    missing = refresh(readme, reports)
+    assert {"local-adult", "paillier_sqn-default_credit-b1000", "fdml_table1-a9a-nn-local"} <= missing
+    assert "centralized-a9a" not in missing
+
+
+def test_a_readme_without_its_markers_is_refused_and_nothing_is_written(reports, tmp_path, capsys):
+    bad = tmp_path / "README.md"
+    bad.write_text("no markers\n")
+    with pytest.raises(ValueError, match="results:start"):
+        refresh(bad, reports)
+    assert bad.read_text() == "no markers\n" and not (tmp_path / "docs").exists()
+    assert main([str(bad), str(reports)]) == 2 and "results:start" in capsys.readouterr().err
+    assert main([str(bad)]) == 2
+
+
+# --- the repository's own README --------------------------------------------------------------------------
+
+def _yaml_blocks(text: str) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", text, re.S)
+
+
+def _committed_block(params_text: str, section: str, name: str) -> str:
+    """The lines of params.yaml's `section`.`name` block, as committed."""
+    lines = params_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.fullmatch(rf"{section}:(\s+#.*)?", line))
+    first = lines.index(f"  {name}:", start)
+    end = next((i for i in range(first + 1, len(lines)) if lines[i] and not lines[i].startswith("    ")),
+               len(lines))
+    return "\n".join(lines[first + 1:end])
+
+
+def test_the_readme_ray_example_is_a_committed_block_plus_transport_ray():
+    readme, params_text = (REPO / "README.md").read_text(), (REPO / "params.yaml").read_text()
+    examples = [b for b in _yaml_blocks(readme) if "transport: ray" in b]
+    assert examples
+    for block in examples:
+        (section, experiments), = yaml.safe_load(block).items()
+        (name, _), = experiments.items()
+        assert name.endswith("-ray")
+        body = "\n".join(line for line in block.splitlines()[2:] if line != "    transport: ray")
+        assert body == _committed_block(params_text, section, name.removesuffix("-ray"))
+    params = yaml.safe_load(params_text)
+    for copied in re.findall(r"a copy of `([\w.-]+)`", readme):  # blocks named, not shown, exist too
+        assert any(copied in (params.get(s) or {}) for s in params if s.endswith("_experiments")), copied
+
+
+def test_the_readme_is_short_and_shows_no_result_it_does_not_generate():
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 260
+    hand_written = re.sub(r"```.*?```", "", text.replace(_section(text), ""), flags=re.S)
+    hand_written = hand_written.split("## Run times")[0] + hand_written.split("## Comparing commits")[1]
+    # results have several decimals; the measured run times are the one hand-written exception
+    assert not re.findall(r"(?<!arXiv )\b\d+\.\d{3,}\b", hand_written)
+    for doc in ("docs/methods.md", "docs/results.md"):
+        assert f"]({doc}" in text and (REPO / doc).exists()
