@@ -74,19 +74,11 @@ def test_an_address_that_never_answers_fails_within_the_connect_timeout():
 def test_the_train_stage_exits_1_with_one_line_naming_the_address(tmp_path):
     import yaml
 
-    from ppml.io import save_party, write_json
-    from tests.transport.test_ray import vertical_parties
+    from tests.transport.test_ray import vertical_parties, write_prepared
 
     data = tmp_path / "toy_vertical"
     data.mkdir()
-    parties = vertical_parties(np.random.default_rng(1), n=60, n_test=20)
-    for p in parties:
-        save_party(data / f"{p.name}.npz", p)
-    write_json(data / "manifest.json", {
-        "dataset": "toy_vertical", "available": True, "partition": "vertical", "evaluator": None,
-        "parties": [{"name": p.name, "file": f"{p.name}.npz", "label_holder": p.is_label_holder,
-                     "columns": p.n_features, "train_rows": p.n_samples, "test_rows": p.X_test.shape[0]}
-                    for p in parties]})
+    write_prepared(data, vertical_parties(np.random.default_rng(1), n=60, n_test=20))
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"seed": 7, "experiments": {"remote": {
         "algorithm": "admm_sharing", "dataset": "toy_vertical", "max_epochs": 2, "transport": "ray"}}}))

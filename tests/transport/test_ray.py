@@ -244,10 +244,13 @@ def test_a_message_that_never_arrives_times_out_naming_the_wait():
 @pytest.fixture(scope="module")
 def prepared_vertical(tmp_path_factory):
     """A prepared vertical dataset (three parties' shards and their manifest) as the prepare stage writes it."""
+    return write_prepared(tmp_path_factory.mktemp("toy_vertical"), vertical_parties(np.random.default_rng(1)))
+
+
+def write_prepared(directory, parties):
+    """`parties`' shards and the manifest of dataset ``toy_vertical`` in `directory`, as prepare writes them."""
     from ppml.io import write_json
 
-    directory = tmp_path_factory.mktemp("toy_vertical")
-    parties = vertical_parties(np.random.default_rng(1))
     for p in parties:
         save_party(directory / f"{p.name}.npz", p)
     write_json(directory / "manifest.json", {

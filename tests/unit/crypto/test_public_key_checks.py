@@ -53,15 +53,21 @@ def test_bad_djn_bases_are_refused(djn_pair, make_h_s, message):
         PublicKey.from_wire(_wire(pk.n, h_s=make_h_s(pk, sk)))
 
 
-def test_small_order_base_is_refused():
-    """h_s of order 3 (the cube roots of 1 mod p^2 exist when 3 | p - 1): obfuscators take 3 values."""
+def _order_three_unit() -> tuple[int, int]:
+    """(n, y): a modulus n = p q with 3 | p - 1 and a unit y of order 3 mod n^2 (a cube root of 1 mod p^2, 1 mod
+    q^2, joined by the CRT)."""
     p = _prime(256, seed=1)
     while p % 3 != 1:
         p = int(gmpy2.next_prime(p))
     q = _prime(256, seed=2)
     n, psq, qsq = p * q, p * p, q * q
     x = next(x for g in range(2, 50) if (x := pow(g, (p - 1) * p // 3, psq)) != 1)  # order 3 mod p^2
-    h_s = (x * qsq * int(gmpy2.invert(qsq, psq)) + psq * int(gmpy2.invert(psq, qsq))) % (n * n)
+    return n, (x * qsq * int(gmpy2.invert(qsq, psq)) + psq * int(gmpy2.invert(psq, qsq))) % (n * n)
+
+
+def test_small_order_base_is_refused():
+    """h_s of order 3 (the cube roots of 1 mod p^2 exist when 3 | p - 1): obfuscators take 3 values."""
+    n, h_s = _order_three_unit()
     assert pow(h_s, 3, n * n) == 1 and pow(h_s, 2, n * n) != 1
     with pytest.raises(PublicKeyError, match=r"has a small order \(dividing lcm\(1, \.\.\., 1024\)\)"):
         PublicKey.from_wire(_wire(n, h_s=h_s))
@@ -176,13 +182,7 @@ def test_bases_in_the_one_plus_n_subgroup_are_refused(djn_pair, make_h_s, sign):
 
 def test_base_of_small_order_mod_n_is_refused():
     """h_s = y (1 + n), y of order 3: of order 3n mod n^2 (passes those checks) but of order 3 mod n."""
-    p = _prime(256, seed=1)
-    while p % 3 != 1:
-        p = int(gmpy2.next_prime(p))
-    q = _prime(256, seed=2)
-    n, psq, qsq = p * q, p * p, q * q
-    x = next(x for g in range(2, 50) if (x := pow(g, (p - 1) * p // 3, psq)) != 1)  # order 3 mod p^2
-    y = (x * qsq * int(gmpy2.invert(qsq, psq)) + psq * int(gmpy2.invert(psq, qsq))) % (n * n)
+    n, y = _order_three_unit()
     h_s = y * (n + 1) % (n * n)
     assert pow(h_s, paillier._SMOOTH_EXPONENT, n * n) != 1 and h_s % n not in (1, n - 1)
     with pytest.raises(PublicKeyError, match=r"has a small order mod n \(dividing lcm\(1, \.\.\., 1024\)\): "
