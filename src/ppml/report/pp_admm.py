@@ -441,6 +441,8 @@ def _eps_split_table(runs: Runs, grid, out: ReportOutput) -> None:
             elif privacy.get("certified"):
                 bound = float((privacy.get("paper") or {}).get("epsilon"))
                 status = f"certified (paper bound ε = {bound:.3g})"
+                if privacy.get("allow_large_delta"):  # the account stage's caveat, carried into the table
+                    status += ", but δ may be ≥ 1/n (allow_large_delta: true)"
             else:
                 status = "certified by the ledger (not accounted here)"
             lam = run.metrics.get("lam_hat")

@@ -208,7 +208,10 @@ def test_units_table_sorts_eta_on_the_mean_scale(tmp_path):
 def test_eps_split_table_marks_the_fixed_lam_hat_as_not_private(tmp_path):
     runs = _grid(GOOD)
     for eps in (1.0, 10.0):
-        runs.append(_run("pp_admm", 0.24, epsilon=eps, block={"eps3_ratio": 0.5}))
+        ratio = _run("pp_admm", 0.24, epsilon=eps, block={"eps3_ratio": 0.5})
+        large_delta = {"certified": True, "paper": {"epsilon": eps}, "allow_large_delta": True} if eps == 10 else None
+        runs.append(Run(name=ratio.name, params=ratio.params, metrics=ratio.metrics, history=ratio.history,
+                        privacy=large_delta or ratio.privacy))
         fixed = _run("pp_admm", 0.2, epsilon=eps, block={"lam_hat_rule": "lam", "lam": 1e-3})
         runs.append(Run(name=fixed.name, params=fixed.params, metrics=fixed.metrics, history=fixed.history,
                         privacy={"certified": False, "paper": None, "tight": None,
@@ -221,3 +224,5 @@ def test_eps_split_table_marks_the_fixed_lam_hat_as_not_private(tmp_path):
                      ["10", "fixed λ̂"]]
     assert all(("not a privacy guarantee" in r) == ("fixed" in r) for r in rows)
     assert "certified (paper bound ε = 1)" in rows[0]
+    assert "δ may be ≥ 1/n (allow_large_delta: true)" in rows[4]
+    assert not any("δ may be" in r for i, r in enumerate(rows) if i != 4)
