@@ -66,8 +66,8 @@ def _loaded_ppml_files(script: str, modules: tuple[str, ...]) -> set[str]:
         "print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()",
         "                        if n.split('.')[0] == 'ppml' and getattr(m, '__file__', None))))",
     ])
-    out = subprocess.run([sys.executable, "-c", code, script, *modules], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code, script, *modules], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
     return {str(Path(f).resolve().relative_to(ROOT.resolve())) for f in json.loads(out.stdout)}
 
 

@@ -62,8 +62,8 @@ def _package_inits(name: str) -> list[Path]:
 
 
 def _imports(path: Path) -> set[str]:
-    """Names of the ppml modules `path` imports anywhere in its body (``from a import b``: ``a.b`` when that is
-    a module, else ``a``)."""
+    """Names of the ppml modules `path` imports anywhere in its body (``from a import b``: ``a.b`` when that
+    is a module, else ``a``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = ".".join(path.relative_to(SRC).with_suffix("").parts[:-1]) if path.is_relative_to(SRC) else ""
     if path.name == "__init__.py" and path.is_relative_to(SRC):
@@ -100,7 +100,8 @@ def closure(script: str, modules: tuple[str, ...] = ()) -> list[str]:
 
 def expected() -> dict[str, list[str]]:
     """Stage group -> the code files its deps must list."""
-    return {group: closure(script, modules) for group, (script, modules) in {**GROUPS, **report_group(), **train_groups()}.items()}
+    groups = {**GROUPS, **report_group(), **train_groups()}
+    return {group: closure(script, modules) for group, (script, modules) in groups.items()}
 
 
 def _stage_deps(stage: dict) -> list:
@@ -125,7 +126,7 @@ def differences(dvc_yaml: dict) -> list[str]:
 
 
 def write(path: Path) -> None:
-    """Rewrite the code part of every group's deps in `path`, keeping data deps, order of the rest, comments."""
+    """Rewrite the code part of every group's deps in `path`, keeping its data deps and the rest of the file."""
     from ruamel.yaml import YAML
 
     yaml = YAML()

@@ -164,7 +164,7 @@ class ReportOutput:
         return self.text(f"tables/{name}.md", markdown)
 
     def plot_data(self, name: str, rows: list[dict[str, Any]], *, series: tuple[str, ...] = ()) -> Path:
-        """Long-format rows for ``dvc plots`` (one CSV per figure; dvc.yaml's top-level ``plots`` names x and y).
+        """Long-format rows for ``dvc plots``: one CSV per figure, whose x and y dvc.yaml's ``plots`` names.
 
         `series` names the columns that tell one line from another; their values, joined, become a ``series``
         column, which the project's DVC templates (.dvc/plots/) colour by.
