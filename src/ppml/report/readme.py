@@ -181,9 +181,13 @@ def _admm_sharing(r: Reports) -> tuple[str, str]:
 def _pp_admm(r: Reports) -> tuple[str, str]:
     labels = {"pp_admm": "PP-ADMM", "ipp_admm": "IPP-ADMM", "dvp": "DVP", "m_admm": "M-ADMM",
               "r_admm": "R-ADMM"}
-    errors = ", ".join(f"{label} {fmt(r.value(f'{a}-adult-eps1', 'test_error'))}"
-                       for a, label in labels.items())
-    return (f"Adult, ε = {fmt(r.value('pp_admm-adult-eps1', 'epsilon'), 'g')}, test error: {errors}; "
+    by_eps = "; ".join(
+        f"ε = {eps}: " + ", ".join(f"{label} {fmt(r.value(f'{a}-adult-eps{eps}', 'test_error'))}"
+                                   for a, label in labels.items())
+        for eps in (1, 10))
+    return (f"Adult, test error (η and β on each agent's summed loss), {by_eps}; "
+            f"η and β read on the mean loss as printed, ε = 10: PP-ADMM "
+            f"{fmt(r.value('pp_admm-adult-literal-eps10', 'test_error'))}; "
             f"non-private decentralized ADMM {fmt(r.value('decentralized_admm-adult', 'test_error'))}",
             f"Adult {fmt(r.value('pp_admm-adult-eps1', 'majority_error'))}")
 
@@ -206,11 +210,12 @@ def _paillier_sqn(r: Reports) -> tuple[str, str]:
 
 def _fdml(r: Reports) -> tuple[str, str]:
     epoch = 10  # the paper's Table I (ppml.report.fdml.TABLE_EPOCH)
+    settings = ("fdml", "fdml_stored", "centralized", "local")
     parts = [f"{model.upper()} " + " / ".join(fmt(r.at_epoch(f"fdml_table1-a9a-{model}-{setting}", "test_auc",
-                                                              epoch))
-                                              for setting in ("fdml", "centralized", "local"))
+                                                              epoch)) for setting in settings)
              for model in ("lr", "nn")]
-    return f"a9a, epoch {epoch}, test AUC, FDML / centralized / local: {', '.join(parts)}", _NO_ERROR
+    return (f"a9a, epoch {epoch}, test AUC, FDML (own term fresh) / FDML (Algorithm 1's stored own term) / "
+            f"centralized / local: {', '.join(parts)}", _NO_ERROR)
 
 
 GROUPS: tuple[Group, ...] = (
@@ -220,8 +225,8 @@ GROUPS: tuple[Group, ...] = (
           ("admm_sharing", "admm_sharing-noise_form", "admm_sharing-wide", "admm_sharing-privacy"),
           _admm_sharing),
     Group("pp_admm", "PP-ADMM and IPP-ADMM", "Ding, Wang, Liang, Bi, Pan, CIKM 2020", ("pp_admm",),
-          ("pp_admm_error", "pp_admm_privacy", "pp_admm_studies", "pp_admm_decomposition",
-           "pp_admm_baselines_check"), _pp_admm),
+          ("pp_admm_error", "pp_admm_units", "pp_admm_eps_split", "pp_admm_privacy", "pp_admm_studies",
+           "pp_admm_decomposition", "pp_admm_baselines_check"), _pp_admm),
     Group("paillier_sqn", "Paillier SGD and SQN", "Yang, Fan, et al., FATE poster, arXiv 1912.00513",
           ("paillier_sqn",), ("paillier_sqn_table1",), _paillier_sqn),
     Group("fdml", "FDML", "Hu, Niu, Yang, stochastic distributed optimization from decentralized features",
@@ -325,6 +330,33 @@ def results_page(reports: Reports, results_path: Path) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+#: the run-time groups of the summary: label -> does a run (its merged run.json and metrics.json) belong
+TIME_GROUPS: tuple[tuple[str, Any], ...] = (
+    ("baselines", lambda f: f.get("algorithm") in ("centralized", "local")),
+    ("ADMM sharing", lambda f: f.get("algorithm") == "admm_sharing"),
+    ("FDML", lambda f: f.get("algorithm") == "fdml"),
+    ("PP-ADMM family", lambda f: f.get("algorithm") in ("decentralized_admm", "pp_admm", "ipp_admm", "dvp",
+                                                        "m_admm", "r_admm")),
+    ("Paillier, plaintext", lambda f: str(f.get("algorithm")).startswith("paillier") and not f.get("encrypted")),
+    ("Paillier, encrypted", lambda f: str(f.get("algorithm")).startswith("paillier") and bool(f.get("encrypted"))),
+)
+
+
+def training_times(reports: Reports) -> list[tuple[str, float]]:
+    """(group label, minutes) of training, from each run's mean ``seconds`` per seed times its seeds; groups
+    with no timed run are left out. These are the runs' own clocks, so they grow when the machine is shared."""
+    totals: dict[str, float] = {}
+    for fields in reports.runs.values():
+        seconds = fields.get("seconds")
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+            continue
+        for label, belongs in TIME_GROUPS:
+            if belongs(fields):
+                totals[label] = totals.get(label, 0.0) + float(seconds) * int(fields.get("seeds", 1) or 1)
+                break
+    return [(label, totals[label] / 60) for label, _ in TIME_GROUPS if label in totals]
+
+
 def summary_section(reports: Reports, readme_dir: Path, results_path: Path) -> str:
     """What goes between the README's markers: one row per paper, links to the full results."""
     results = _rel(results_path, readme_dir)
@@ -343,6 +375,10 @@ def summary_section(reports: Reports, readme_dir: Path, results_path: Path) -> s
     if reports.claims is not None:
         see = _see(reports.root / "claims.md", readme_dir)
         lines += [f"All {len(claims)} claims: {_counts(claims)}{see}.", ""]
+    times = training_times(reports)
+    if times:
+        lines += ["Training time of these results (each run's own clock, summed over its seeds and runs): "
+                  + ", ".join(f"{label} {minutes:.0f} min" for label, minutes in times) + ".", ""]
     note = _not_run_note(reports, f"in [{results}]({results})")
     if note:
         lines += [*note, ""]

@@ -196,3 +196,24 @@ def test_the_readme_is_short_and_shows_no_result_it_does_not_generate():
     assert not re.findall(r"(?<!arXiv )\b\d+\.\d{3,}\b", hand_written)
     for doc in ("docs/methods.md", "docs/results.md"):
         assert f"]({doc}" in text and (REPO / doc).exists()
+
+
+def test_training_times_are_summed_from_the_runs_own_clocks(tmp_path):
+    from ppml.report.readme import Reports, training_times
+
+    reports = tmp_path / "reports"
+    _run(reports, "centralized-a", algorithm="centralized", seconds=30.0)
+    _run(reports, "local-a", algorithm="local", seconds=30.0, seeds=2)
+    _run(reports, "fdml-a", algorithm="fdml", seconds=120.0, seeds=3)
+    _run(reports, "paillier_sgd-a", algorithm="paillier_sgd", seconds=600.0, encrypted=True)
+    _run(reports, "paillier_sqn-a-plain", algorithm="paillier_sqn", seconds=60.0, encrypted=False)
+    _run(reports, "gone", algorithm="fdml", status=NOT_RUN)  # no clock: left out
+    assert training_times(Reports(reports)) == [("baselines", 1.5), ("FDML", 6.0), ("Paillier, plaintext", 1.0),
+                                                ("Paillier, encrypted", 10.0)]
+
+
+def test_the_summary_says_how_long_training_took(reports, readme):
+    _run(reports, "admm_sharing-x", algorithm="admm_sharing", seconds=90.0)
+    refresh(readme, reports)
+    assert "Training time of these results (each run's own clock, summed over its seeds and runs): " \
+           "ADMM sharing 2 min." in _section(readme.read_text())
