@@ -378,7 +378,8 @@ def summary_section(reports: Reports, readme_dir: Path, results_path: Path) -> s
     times = training_times(reports)
     if times:
         lines += ["Training time of these results (each run's own clock, summed over its seeds and runs): "
-                  + ", ".join(f"{label} {minutes:.0f} min" for label, minutes in times) + ".", ""]
+                  + ", ".join(f"{label} {minutes:.1f} min" if minutes < 10 else f"{label} {minutes:.0f} min"
+                              for label, minutes in times) + ".", ""]
     note = _not_run_note(reports, f"in [{results}]({results})")
     if note:
         lines += [*note, ""]

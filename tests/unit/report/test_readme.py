@@ -216,4 +216,4 @@ def test_the_summary_says_how_long_training_took(reports, readme):
     _run(reports, "admm_sharing-x", algorithm="admm_sharing", seconds=90.0)
     refresh(readme, reports)
     assert "Training time of these results (each run's own clock, summed over its seeds and runs): " \
-           "ADMM sharing 2 min." in _section(readme.read_text())
+           "ADMM sharing 1.5 min." in _section(readme.read_text())
