@@ -253,7 +253,7 @@ def _curves(table: dict, out: ReportOutput) -> None:
                 ax.axvline(TABLE_EPOCH, color="grey", linestyle=":")
                 ax.legend(fontsize=6)
     fig.tight_layout()
-    out.plot_data("fdml_curves", rows)
+    out.plot_data("fdml_curves", rows, series=("dataset", "model", "setting", "eta"))
     out.figure("fdml_curves", fig)
 
 
@@ -336,7 +336,7 @@ def _staleness(runs: Runs, out: ReportOutput) -> dict[str, list[Run]]:
             "already pushed its prediction for the batch). `own stored` reads the worker's own entry from A "
             "as well (Algorithm 1's literal sum), which forces its smaller eta.")
     out.table("fdml_staleness", note + "\n\n" + markdown_table(header, rows))
-    out.plot_data("fdml_staleness", plot_rows)
+    out.plot_data("fdml_staleness", plot_rows, series=("own", "tau"))
     out.figure("fdml_staleness", fig)
     simulated = [r for r in study if r.get("mode") == "simulated"]
     return {own: [r for r in simulated if _own(r) == own] for own in OWNS}

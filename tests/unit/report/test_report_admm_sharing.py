@@ -189,3 +189,17 @@ def test_no_eq16_runs_no_noise_form_claims(out):
     claims = {c.id for c in report.build(_runs(), out)}
     assert not any("noise-forms" in c or "eq16" in c for c in claims)
     assert not (out.root / "tables" / "admm_sharing-noise_form.md").exists()
+
+
+def test_plot_data_names_each_line_in_a_series_column(tmp_path):
+    """dvc.yaml's plot templates colour by `series`: the joined values of the columns that tell lines apart."""
+    import csv
+
+    from ppml.report.base import ReportOutput
+
+    out = ReportOutput(tmp_path)
+    path = out.plot_data("f", [{"model": "LR", "eta": 8.0, "epoch": 1, "auc": 0.8},
+                               {"model": "NN", "eta": 2.0, "epoch": 1, "auc": 0.9}], series=("model", "eta"))
+    rows = list(csv.DictReader(path.open()))
+    assert [r["series"] for r in rows] == ["LR / 8.0", "NN / 2.0"] and rows[0]["auc"] == "0.8"
+    assert "series" not in next(csv.DictReader(out.plot_data("g", [{"x": 1, "y": 2}]).open()))
