@@ -231,6 +231,18 @@ class RunFields(dict):
         raise ReportInputError(f"{self.source}: no field {key!r} (re-run the train stage of this experiment)")
 
 
+def read_run(run_dir: str | Path) -> RunFields:
+    """A run directory's run.json (what the run was) and metrics.json (its numbers), merged, the numeric
+    fields checked; runs written before the split have everything in metrics.json. Errors name the files."""
+    run_dir = Path(run_dir)
+    run_path, metrics_path = run_dir / "run.json", run_dir / "metrics.json"
+    described = read_object(run_path) if run_path.exists() else {}
+    source = f"{run_path} + {metrics_path.name}" if run_path.exists() else str(metrics_path)
+    fields = RunFields({**described, **read_object(metrics_path)}, source)
+    check_numeric(fields, source)
+    return fields
+
+
 def check_numeric(fields: dict[str, Any], source: str) -> None:
     """Each of :data:`NUMERIC_FIELDS` present in `fields` is a number or null; else a ReportInputError."""
     for key in NUMERIC_FIELDS:
@@ -289,11 +301,7 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
             metrics = {**block, "experiment": name, "status": f"not run: train@{name} has not run yet"}
             out.append(Run(name=name, params=dict(block), metrics=metrics))
             continue
-        run_path = runs_dir / name / "run.json"  # what the run was; metrics.json holds its numbers
-        source = f"{run_path} + {metrics_path.name}" if run_path.exists() else str(metrics_path)
-        metrics = RunFields({**(read_object(run_path) if run_path.exists() else {}), **read_object(metrics_path)},
-                            source)
-        check_numeric(metrics, source)
+        metrics = read_run(runs_dir / name)
         if metrics.get("experiment") != name:
             raise ReportInputError(f"{metrics_path}: experiment is {metrics.get('experiment')!r} but the run "
                                    f"directory is {name!r}")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ppml.io import atomic_path
-from ppml.report.base import VERDICTS, read_object
+from ppml.report.base import VERDICTS, read_object, read_run
 from ppml.report.compare import verdict
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -50,9 +50,7 @@ class Reports:
         self.runs: dict[str, dict[str, Any]] = {}
         runs_dir = root / "runs"
         for metrics_path in sorted(runs_dir.glob("*/metrics.json")):
-            run_path = metrics_path.with_name("run.json")  # what the run was; metrics.json: its numbers
-            described = read_object(run_path) if run_path.exists() else {}  # older runs: all in metrics.json
-            self.runs[metrics_path.parent.name] = {**described, **read_object(metrics_path)}
+            self.runs[metrics_path.parent.name] = dict(read_run(metrics_path.parent))
         claims_path = root / "claims.json"
         self.claims: list[dict[str, Any]] | None = None
         if claims_path.exists():
