@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, block in experiments.items():
         ledger_path = Path(args.runs) / name / "ledger.json"
         if not ledger_path.exists():  # e.g. `dvc repro -s account` before every train stage has run
-            logging.warning("%s: %s is missing (train@%s has not run); listed as missing", name, ledger_path, name)
+            logging.warning("%s: %s is missing (train_%s@%s has not run); listed as missing", name, ledger_path,
+                            block.get("algorithm"), name)
             missing.append(name)
             continue
         try:  # one run's failure is recorded in its own entry and never stops the others

@@ -298,7 +298,8 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
     for name, block in experiments.items():
         metrics_path = runs_dir / name / "metrics.json"
         if not metrics_path.exists():  # in params but not trained yet: reports say so instead of guessing
-            metrics = {**block, "experiment": name, "status": f"not run: train@{name} has not run yet"}
+            metrics = {**block, "experiment": name,
+                       "status": f"not run: train_{block.get('algorithm')}@{name} has not run yet"}
             out.append(Run(name=name, params=dict(block), metrics=metrics))
             continue
         metrics = read_run(runs_dir / name)

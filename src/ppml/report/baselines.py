@@ -55,7 +55,7 @@ def _missing(run: Run | None, keys: tuple[str, ...]) -> str | None:
         return f"{run.name}: {run.metrics.get('status')}"
     lacking = [k for k in keys if not isinstance(run.metrics.get(k), (int, float))]
     if lacking:
-        return f"{run.name}: metrics lack {', '.join(lacking)} (re-run train@{run.name})"
+        return f"{run.name}: metrics lack {', '.join(lacking)} (re-run train_{run.get('algorithm')}@{run.name})"
     return None
 
 

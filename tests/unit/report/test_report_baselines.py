@@ -45,7 +45,7 @@ def test_old_metrics_without_the_spread_are_not_checked(tmp_path):
     del central.metrics["test_logloss_sd"], central.metrics["n_test"]
     claims = _claims(tmp_path, central, _run("local-ds", "local", test_logloss=0.5, test_error=0.2))
     assert claims["baselines-ds-collaboration-helps"].verdict == NOT_CHECKED
-    assert "re-run train@centralized-ds" in claims["baselines-ds-collaboration-helps"].ours
+    assert "re-run train_centralized@centralized-ds" in claims["baselines-ds-collaboration-helps"].ours
     assert claims["baselines-ds-beats-majority-class"].verdict == NOT_CHECKED
 
 
