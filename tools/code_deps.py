@@ -65,9 +65,8 @@ def _imports(path: Path) -> set[str]:
     """Names of the ppml modules `path` imports anywhere in its body (``from a import b``: ``a.b`` when that
     is a module, else ``a``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    package = ".".join(path.relative_to(SRC).with_suffix("").parts[:-1]) if path.is_relative_to(SRC) else ""
-    if path.name == "__init__.py" and path.is_relative_to(SRC):
-        package = ".".join(path.relative_to(SRC).parts[:-1])
+    # the package a relative import starts from: a module's folder (for __init__.py, its own package)
+    package = ".".join(path.relative_to(SRC).parts[:-1]) if path.is_relative_to(SRC) else ""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
