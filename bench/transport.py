@@ -57,7 +57,7 @@ from ppml.history import History
 from ppml.io import save_party
 from ppml.network import Network
 from ppml.parties import Party
-from ppml.transport_ray import ray_cluster, run_ray
+from ppml.network.ray_launcher import ray_cluster, run_ray
 
 PAPER_FDML_LR_MS = 7.8
 TENCENT_SPLIT = (7000, 1000, 700)  # the label holder first

@@ -164,7 +164,9 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
         except DataUnavailable as exc:
             return _unavailable(name, block, params, str(exc))
     else:  # each party loads its own shard in its own process; here only the manifest's public facts
-        from ppml.transport_ray import ray_cluster, run_ray
+        from ppml.network.local import run_local
+        from ppml.network.peer import adopt
+        from ppml.network.ray_launcher import ray_cluster, run_ray
 
         public = Public.from_manifest(manifest)
         parties, evaluation = list(public.parties), None
@@ -174,7 +176,8 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
     noise_source = block.get("noise_source", "seeded")
     histories: list[History] = []
     seconds: list[float] = []
-    with (contextlib.nullcontext() if transport == "inprocess" else ray_cluster()):
+    linked: list[dict[str, Any]] | None = None  # transport grpc: every seed's outputs, from the party processes
+    with (ray_cluster() if transport == "ray" else contextlib.nullcontext()):
         for s in range(seeds):
             rng = run_generator(noise_source, [seed, s])
             log.info("%s: seed %d/%d, %s on %s (%s)", name, s + 1, seeds, block["algorithm"], block["dataset"],
@@ -187,11 +190,19 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
                     history = module.fit(parties, network, params, rng=rng, evaluation=evaluation)
                 else:
                     roles = module.roles(public, params, rng=rng, network=network)
-                    history = module.assemble(public, params, run_ray(roles, network, shard_paths))
+                    if transport == "ray":
+                        history = module.assemble(public, params, run_ray(roles, network, shard_paths))
+                    else:  # every seed at once: each party process runs them all over the same certificates
+                        if linked is None:
+                            linked = run_local(name, block, section, seed, data_dir,
+                                               tuple(n for n in network.names if n in {r.name for r in roles}))
+                        history = module.assemble(public, params, adopt(network, linked[s]))
             except ParamError as exc:  # a parameter that does not fit the data: name it by its key path
                 message = str(exc)
                 raise ParamError(message if message.startswith(f"{path}.") else f"{path}.{message}") from None
-            seconds.append(time.perf_counter() - start)
+            # grpc: the slowest party's own clock (the processes ran every seed before the first was assembled)
+            seconds.append(time.perf_counter() - start if linked is None
+                           else max(out["seconds"] for out in linked[s].values()))
             history.comm = {**network.summary(), "transport": transport, "parties": network.where}
             if getattr(module, "DP_NOISE", False):
                 history.ledger.noise_source = noise_source

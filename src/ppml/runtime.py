@@ -11,8 +11,9 @@ A role's program is a module-level function ``program(endpoint, party, **kwargs)
 way to other parties, `party` its own shard (None for roles without data: an arbiter, a parameter server),
 `kwargs` the picklable inputs :func:`roles` chose for it (parameters, its random stream, public facts). Its
 control flow may depend only on its own state and the messages it receives, so every transport gives the
-same numbers: :func:`run_inprocess` (deterministic, the default) and :func:`ppml.transport_ray.run_ray`
-(one actor per party, each in its own process, each loading only its own shard).
+same numbers: :func:`run_inprocess` (deterministic, the default), :func:`ppml.network.ray_launcher.run_ray`
+(one actor per party, each in its own process, each loading only its own shard) and ``python -m ppml.party``
+(one process per party, each started by its own organization).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from ppml.parties import Party
 
 __all__ = ["PartyInfo", "Public", "Role", "EVALUATOR", "TRANSPORTS", "fit", "run_inprocess", "shards_of", "here"]
 
-TRANSPORTS = ("inprocess", "ray")
-"""What moves the bytes: ``inprocess`` (the deterministic default) or ``ray`` (a process per party)."""
+TRANSPORTS = ("inprocess", "ray", "grpc")
+"""What moves the bytes: ``inprocess`` (the deterministic default), ``ray`` (a process per party, placed by Ray,
+linked directly) or ``grpc`` (a process per party started by itself, linked over mutual TLS; the train stage
+starts every party on this machine)."""
 
 EVALUATOR = "evaluator"
 """The shard (and, where a protocol has one, the address) of horizontal data's held-out rows."""

@@ -16,7 +16,7 @@ from ppml.history import ConvergenceWarning
 from ppml.io import save_party
 from ppml.network import Network, ProtocolError
 from ppml.parties import Party
-from ppml.transport_ray import run_ray
+from ppml.network.ray_launcher import run_ray
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

@@ -159,7 +159,7 @@ def test_transport_and_timeout_are_validated():
     from ppml.experiment import experiment_params
 
     base = {"algorithm": "admm_sharing", "dataset": "toy"}
-    with pytest.raises(ParamError, match=r"experiments.x.transport must be one of \['inprocess', 'ray'\], got 'mpi'"):
+    with pytest.raises(ParamError, match=r"experiments.x.transport must be one of \['inprocess', 'ray', 'grpc'\], got 'mpi'"):
         experiment_params("x", {**base, "transport": "mpi"})
     with pytest.raises(ParamError, match=r"experiments.x.timeout must be > 0, got -1.0"):
         experiment_params("x", {**base, "timeout": -1})

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ppml.crypto.paillier import EncryptedVector, PublicKey
-from ppml.network import _ZERO_WIDTH_ALLOWANCE, MAX_DEPTH, WireError, decode, encode, register_wire_type
+from ppml.network.codec import _ZERO_WIDTH_ALLOWANCE, MAX_DEPTH, WireError, decode, encode, register_wire_type
 
 
 class _Point:

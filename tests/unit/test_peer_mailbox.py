@@ -1,4 +1,5 @@
-"""The Ray transport's receiving side, without a cluster: per-pair order, arrival order, timeouts, aborts."""
+"""A party's receiving side when its peers are other processes (ray and grpc), without them: per-pair order,
+arrival order, timeouts, aborts, bounds."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import threading
 import pytest
 
 from ppml.network import ProtocolError, encode
-from ppml.transport_ray import _RayNetwork
+from ppml.network.peer import PeerNetwork
 
 
 def _net(timeout=1.0):
-    return _RayNetwork("b", ("a", "b", "c"), None, timeout)
+    return PeerNetwork("b", ("a", "b", "c"), None, timeout)
 
 
 def test_overtaken_messages_are_released_in_the_order_they_were_sent():
@@ -109,7 +110,7 @@ def test_a_malformed_delivery_is_a_wire_error_naming_the_sender(tag, seq, data):
 
 
 def test_messages_held_out_of_order_are_bounded_per_sender():
-    from ppml.transport_ray import HELD_MESSAGES
+    from ppml.network.peer import HELD_MESSAGES
 
     net = _net()
     payload = encode(b"x" * 100)[0]
@@ -126,7 +127,7 @@ def test_messages_held_out_of_order_are_bounded_per_sender():
 
 
 def test_a_sequence_number_too_far_ahead_is_refused_at_once():
-    from ppml.transport_ray import HELD_MESSAGES
+    from ppml.network.peer import HELD_MESSAGES
 
     net = _net()
     with pytest.raises(ProtocolError, match=f"from 'a' .*message {HELD_MESSAGES} of .* next in order is 0"):
@@ -134,9 +135,9 @@ def test_a_sequence_number_too_far_ahead_is_refused_at_once():
 
 
 def test_bytes_held_are_bounded_per_sender(monkeypatch):
-    from ppml import transport_ray
+    from ppml.network import peer
 
-    monkeypatch.setattr(transport_ray, "HELD_BYTES", 10_000)
+    monkeypatch.setattr(peer, "HELD_BYTES", 10_000)
     net = _net()
     big = encode(b"x" * 3000)[0]
     for seq in range(1, 4):
@@ -147,9 +148,9 @@ def test_bytes_held_are_bounded_per_sender(monkeypatch):
 
 
 def test_unreceived_messages_count_too_but_a_stream_read_as_it_arrives_never_trips(monkeypatch):
-    from ppml import transport_ray
+    from ppml.network import peer
 
-    monkeypatch.setattr(transport_ray, "HELD_MESSAGES", 8)
+    monkeypatch.setattr(peer, "HELD_MESSAGES", 8)
     net = _net()
     for seq in range(40):  # in order, each received before the next: never more than one held
         net.deliver("a", "t", seq, encode(seq)[0])

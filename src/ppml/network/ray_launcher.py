@@ -32,21 +32,24 @@ import secrets
 import socket
 import threading
 import time
-from collections import defaultdict, deque
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Iterator
 
 from ppml.config import ParamError
 from ppml.data.prepared import ShardError
-from ppml.network import MAX_TIMEOUT, Message, Network, ProtocolError, WireError, _wanted
+from ppml.network.endpoint import MAX_TIMEOUT, Message, Network
+from ppml.network.errors import ProtocolError
+from ppml.network.links import CONNECT_TIMEOUT as LINK_TIMEOUT
+from ppml.network.links import Links, run_program
+from ppml.network.peer import PeerNetwork, adopt
+from ppml.network.tls import Credentials, throwaway_set
 from ppml.privacy.noise import create_all, describe_all
 from ppml.runtime import Role, here
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_ray", "ray_cluster", "RESOURCE_PREFIX", "CONNECT_TIMEOUT", "STARTUP_TIMEOUT", "HELD_MESSAGES",
-           "HELD_BYTES"]
+__all__ = ["run_ray", "ray_cluster", "RESOURCE_PREFIX", "CONNECT_TIMEOUT", "STARTUP_TIMEOUT"]
 
 RESOURCE_PREFIX = "party:"
 """A node advertising the custom resource ``party:<name>`` hosts party ``<name>`` when a run joins a cluster."""
@@ -57,138 +60,26 @@ CONNECT_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 120.0
 """Seconds to wait for every party's actor to start (and, on a joined cluster, for its node to exist)."""
 
-HELD_MESSAGES = 1024
-"""Most messages a party holds from one sender at once: arrived out of order, or queued and not yet received.
-The role programs leave at most 4 unreceived per sender (measured in-process, where a sender runs ahead until
-it blocks); far more means that the sender floods its peer or that one of its messages was lost."""
-
-HELD_BYTES = 128 * 2**20
-"""Most bytes a party holds from one sender at once (as :data:`HELD_MESSAGES`): 4 messages of 32 MiB, more
-than any vector an experiment sends (a float vector over n = 10^6 rows is 8 MB)."""
-
-
-class _RayNetwork(Network):
-    """One party's side of the network inside its actor: sends go to the peers' actors, receives wait here."""
-
-    def __init__(self, name: str, names: tuple[str, ...], edges: Any, timeout: float) -> None:
-        super().__init__(names, edges=edges, timeout=timeout)
-        self._me = name
-        self._peers: dict[str, Any] = {}
-        self._cv = threading.Condition()
-        self._inbox: dict[tuple[str, str], deque[tuple[int, bytes]]] = defaultdict(deque)
-        self._held: dict[str, dict[int, tuple[str, bytes]]] = defaultdict(dict)
-        self._expected: dict[str, int] = defaultdict(int)
-        self._holding: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # per sender: messages, bytes
-        self._arrived = 0
-        self._out: dict[str, int] = defaultdict(int)
-        self._aborted: str | None = None
-        self.step = "starting"
-
-    def connect(self, peers: dict[str, Any]) -> None:
-        self._peers = {name: handle for name, handle in peers.items() if name != self._me}
-
-    def _post(self, src: str, dst: str, tag: str, data: bytes) -> None:
-        seq = self._out[dst]
-        self._out[dst] = seq + 1
-        self.step = f"round {self._rounds[src]}: sent {tag!r} to {dst!r}"
-        self._peers[dst].deliver.remote(src, tag, seq, data)
-
-    def deliver(self, src: str, tag: str, seq: int, data: bytes) -> None:
-        """A peer's message: held until every earlier one of that peer has arrived, then queued.
-
-        What this party holds from one sender (out of order, or queued and not yet received) is bounded by
-        :data:`HELD_MESSAGES` and :data:`HELD_BYTES`. A message that does not fit, or whose parts are not of
-        the types a peer sends, ends this party's run: the error names the sender, and this party's waits
-        raise it too (the sender's own call is not waited for).
-
-        Raises
-        ------
-        WireError
-            When `tag` is not a str, `seq` not an int >= 0 or `data` not bytes.
-        ProtocolError
-            When holding the message would exceed what one sender may have held here.
-        """
-        # `src` is the sender the caller claims to be: authenticated links (a separate issue) settle who it is
-        if not isinstance(src, str) or src not in self.names or src == self._me:
-            return  # not a party of this run: dropped
-        if not (isinstance(tag, str) and isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0
-                and isinstance(data, bytes)):
-            error = WireError(f"{src!r} delivered a malformed message to {self._me!r}: tag "
-                              f"{type(tag).__name__}, sequence number {seq!r:.40}, payload "
-                              f"{type(data).__name__} (a str, an int >= 0 and bytes expected)")
-            self.abort(str(error))
-            raise error
-        with self._cv:
-            if self._aborted is not None:
-                return  # the run is over for this party: nothing more is held
-            held = self._held[src]
-            if seq < self._expected[src] or seq in held:
-                return  # a duplicate
-            holding = self._holding[src]
-            if (holding[0] + 1 > HELD_MESSAGES or holding[1] + len(data) > HELD_BYTES
-                    or seq - self._expected[src] >= HELD_MESSAGES):
-                why = (f"{self._me!r} would hold more than {HELD_MESSAGES} messages or {HELD_BYTES} bytes "
-                       f"from {src!r} (holding {holding[0]} messages, {holding[1]} bytes, out of order or "
-                       f"not yet received; message {seq} of {len(data)} bytes arrived, the next in order is "
-                       f"{self._expected[src]})")
-                self._held.pop(src)  # freed now, not when the run ends
-                self._aborted = why
-                self._cv.notify_all()
-                raise ProtocolError(why)
-            holding[0] += 1
-            holding[1] += len(data)
-            held[seq] = (tag, data)
-            while self._expected[src] in held:
-                t, d = held.pop(self._expected[src])
-                self._arrived += 1  # arrival order across senders (in order within each sender)
-                self._inbox[(src, t)].append((self._arrived, d))
-                self._expected[src] += 1
-            self._cv.notify_all()
-
-    def pending(self, dst: str, src: str, tag: str) -> int:
-        """How many `tag` messages from `src` have arrived (in order) and wait to be received."""
-        with self._cv:
-            return len(self._inbox.get((src, tag), ()))
-
-    def abort(self, why: str) -> None:
-        with self._cv:
-            self._aborted = why
-            self._cv.notify_all()
-
-    def _take(self, dst: str, sources: tuple[str, ...], tags: tuple[str, ...]) -> tuple[str, str, bytes]:
-        wanted = _wanted(sources, tags)
-        queues = [(src, tag, self._inbox[(src, tag)]) for src in sources for tag in tags]
-        self.step = f"round {self._rounds[dst]}: waiting for {wanted}"
-        with self._cv:
-            ready = self._cv.wait_for(lambda: self._aborted is not None or any(q for _, _, q in queues),
-                                      timeout=self.timeout)
-            if self._aborted is not None:
-                raise ProtocolError(f"{dst!r} stopped while waiting for {wanted}: {self._aborted}")
-            if not ready:
-                raise ProtocolError(f"{dst!r} waited {self.timeout:g} s for {wanted} in its round "
-                                    f"{self._rounds[dst]}; nothing arrived (did {' or '.join(sources)} fail or stop?)")
-            src, tag, queue = min((item for item in queues if item[2]), key=lambda item: item[2][0][0])
-            data = queue.popleft()[1]
-            holding = self._holding[src]
-            holding[0] -= 1
-            holding[1] -= len(data)
-        self.step = f"round {self._rounds[dst]}: received {tag!r} from {src!r}"
-        return src, tag, data
-
-
 class _PartyActor:
-    """The process of one network address: its network side, its shard, its program."""
+    """The process of one network address: its network side, its links to the peers, its shard, its program."""
 
-    def __init__(self, name: str, names: tuple[str, ...], edges: Any, timeout: float) -> None:
+    def __init__(self, name: str, names: tuple[str, ...], edges: Any, timeout: float, credentials: Credentials,
+                 session: str, host: str | None) -> None:
         self._name = name
-        self._net = _RayNetwork(name, names, edges, timeout)
+        self._timeout = timeout
+        pairs = None if edges is None else {frozenset(e) for e in edges}
+        self._net = PeerNetwork(name, names, pairs, timeout)
+        # a local cluster links over loopback; a joined one over the address of the node this party was placed on
+        listen = f"{host or _node()['node_ip']}:0"
+        self._links = Links(self._net, credentials, {n: n for n in names if n != name}, listen=listen,
+                            session=session, pairs=pairs)
 
-    def connect(self, peers: dict[str, Any]) -> dict[str, Any]:
-        self._net.connect(peers)
+    def address(self) -> str:
+        return self._links.address
+
+    def connect(self, addresses: dict[str, str]) -> dict[str, Any]:
+        self._links.connect(addresses)
         return here()
-
-    def deliver(self, src: str, tag: str, seq: int, data: bytes) -> None:
-        self._net.deliver(src, tag, seq, data)
 
     def abort(self, why: str) -> None:
         self._net.abort(why)
@@ -197,21 +88,19 @@ class _PartyActor:
         return self._net.step
 
     def run(self, role: Role, shard_path: str | None) -> dict[str, Any]:
-        from threadpoolctl import threadpool_limits
-
         from ppml.data.prepared import load_shard
 
         party = None
-        if shard_path is not None:
-            self._net.step = f"loading its shard {os.path.basename(shard_path)}"
-            party = load_shard(shard_path)  # a damaged file is a one-line error naming it
-        kwargs = create_all(role.kwargs)  # its generators, created here from their descriptions (see _ship)
-        # one BLAS thread, as the train stage runs: the same floating-point results as in-process
-        with threadpool_limits(limits=1):
-            result = role.program(self._net.endpoint(self._name), party, **kwargs)
-        self._net.step = "finished"
-        return {"result": result, "rounds": self._net._rounds[self._name], "where": {**here(), **_node()},
-                "messages": [(m.dst, m.tag, m.round, m.nbytes, m.ciphertexts) for m in self._net.messages]}
+        try:
+            if shard_path is not None:
+                self._net.step = f"loading its shard {os.path.basename(shard_path)}"
+                party = load_shard(shard_path)  # a damaged file is a one-line error naming it
+            kwargs = create_all(role.kwargs)  # its generators, created here from their descriptions (see _ship)
+        except BaseException as exc:
+            self._links.close(error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300], timeout=self._timeout)
+            raise
+        out = run_program(self._links, role.program, party, kwargs, timeout=self._timeout)
+        return {**out, "where": {**here(), **_node(), **self._links.describe()}}
 
 
 def _node() -> dict[str, str]:
@@ -340,8 +229,11 @@ def _join(ray: Any, address: str, timeout: float) -> None:
 
 
 def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) -> dict[str, Any]:
-    """Run the role programs, one Ray actor (process) per address; returns what each program returned.
+    """Run the role programs, one Ray actor (process) per address, linked to each other directly; returns what
+    each program returned.
 
+    Ray places and supervises the processes; the messages go over links between them (one mutually
+    authenticated gRPC stream per pair, :mod:`ppml.network.links`) with certificates made for this run alone.
     `network` supplies the names, the graph and the timeout, and receives the traffic records (merged from
     every party's own), the rounds and where each party ran (:attr:`Network.where`).
     """
@@ -349,6 +241,9 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) ->
         raise ValueError(f"network timeout must be in (0, {MAX_TIMEOUT:g}] seconds, got {network.timeout!r}")
     ray = _ray()
     actor_class = ray.remote(_PartyActor)
+    names = tuple(n for n in network.names if n in {r.name for r in roles})
+    _, _, credentials = throwaway_set(names)
+    session = secrets.token_hex(8)
     with ray_cluster(num_cpus=max(2, len(roles))) as joined:
         actors: dict[str, Any] = {}
         try:
@@ -357,10 +252,10 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) ->
                 if joined:
                     options["resources"] = {f"{RESOURCE_PREFIX}{role.name}": 0.001}
                 actors[role.name] = actor_class.options(**options).remote(
-                    role.name, network.names, None if network.edges is None else [tuple(e) for e in network.edges],
-                    network.timeout)
+                    role.name, names, None if network.edges is None else [tuple(e) for e in network.edges],
+                    network.timeout, credentials[role.name], session, None if joined else "127.0.0.1")
             where = _start(ray, actors, joined)
-            log.info("ray: %d parties started (%s)", len(actors),
+            log.info("ray: %d parties started and linked (%s)", len(actors),
                      ", ".join(f"{n}@{w['host']}:{w['pid']}" for n, w in where.items()))
             outputs = _collect(ray, actors, {
                 actors[role.name].run.remote(_ship(role),
@@ -369,16 +264,7 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) ->
         finally:
             for handle in actors.values():
                 ray.kill(handle)
-    records = []
-    for name in network.names:
-        if name not in outputs:
-            continue
-        out = outputs[name]
-        network._rounds[name] = out["rounds"]
-        network.where[name] = out["where"]
-        records += [(m[2], network.names.index(name), i, Message(name, *m)) for i, m in enumerate(out["messages"])]
-    network.messages = [r[-1] for r in sorted(records, key=lambda r: r[:3])]
-    return {name: out["result"] for name, out in outputs.items()}
+    return adopt(network, outputs)
 
 
 def _ship(role: Role) -> Role:
@@ -392,14 +278,30 @@ def _ship(role: Role) -> Role:
 
 
 def _start(ray: Any, actors: dict[str, Any], joined: bool) -> dict[str, Any]:
-    refs = {actor.connect.remote(actors): name for name, actor in actors.items()}
+    """Start every party's process and its listener, then let each open its links; where each runs."""
+    refs = {actor.address.remote(): name for name, actor in actors.items()}
     ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=STARTUP_TIMEOUT)
     if waiting:
         missing = sorted(refs[r] for r in waiting)
         hint = (f"; is there a node with the resource {', '.join(RESOURCE_PREFIX + m for m in missing)}?"
                 if joined else "")
         raise ProtocolError(f"ray: {', '.join(map(repr, missing))} did not start within {STARTUP_TIMEOUT:g} s{hint}")
-    return {refs[r]: ray.get(r) for r in ready}
+    addresses = {refs[r]: _get(ray, r, refs[r]) for r in ready}
+    refs = {actor.connect.remote(addresses): name for name, actor in actors.items()}
+    ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=LINK_TIMEOUT + 10)
+    if waiting:
+        raise ProtocolError(f"ray: {', '.join(sorted(map(repr, (refs[r] for r in waiting))))} did not link to "
+                            f"their peers within {LINK_TIMEOUT:g} s")
+    return {refs[r]: _get(ray, r, refs[r]) for r in ready}
+
+
+def _get(ray: Any, ref: Any, name: str) -> Any:
+    try:
+        return ray.get(ref)
+    except Exception as exc:  # noqa: BLE001 - a party that could not listen or link: its own words
+        cause = getattr(exc, "cause", None) or exc
+        raise ProtocolError(f"party {name!r} failed to start ({type(cause).__name__}: {cause})".splitlines()[0]) \
+            from None
 
 
 def _collect(ray: Any, actors: dict[str, Any], refs: dict[Any, str]) -> dict[str, Any]:
@@ -412,12 +314,30 @@ def _collect(ray: Any, actors: dict[str, Any], refs: dict[Any, str]) -> dict[str
         try:
             outputs[name] = ray.get(ref)
         except Exception as exc:  # a program that raised, or a process that died
-            error = _failure(ray, actors, name, exc, {refs[r] for r in pending})
+            name, exc = _first_cause(ray, refs, name, exc, pending)
+            error = _failure(ray, actors, name, exc, set(refs.values()) - set(outputs) - {name})
             # a parameter that does not fit this party's data, or a damaged shard: input errors, named as such
             if isinstance(error.cause, (ParamError, ShardError)):
                 raise error.cause from None
             raise error from None
     return outputs
+
+
+def _first_cause(ray: Any, refs: dict[Any, str], name: str, exc: Exception, pending: list[Any]
+                 ) -> tuple[str, Exception]:
+    """The party whose failure started it, and its error: a party that died or raised on its own, rather than
+    one that stopped because its link to that party broke (which may be seen first)."""
+    if not isinstance(getattr(exc, "cause", None) or exc, ProtocolError):
+        return name, exc
+    done, _ = ray.wait(pending, num_returns=len(pending), timeout=3.0)
+    for ref in done:
+        try:
+            ray.get(ref)
+        except Exception as other:  # noqa: BLE001 - the one to report if it is a root cause
+            if isinstance(other, ray.exceptions.RayActorError) or \
+                    not isinstance(getattr(other, "cause", None) or other, ProtocolError):
+                return refs[ref], other
+    return name, exc
 
 
 def _failure(ray: Any, actors: dict[str, Any], name: str, exc: Exception, running: set[str]) -> ProtocolError:

@@ -1,0 +1,171 @@
+"""One party of ``transport: grpc``: its own process, shard, certificate and links (``python -m ppml.party``).
+
+Every organization runs its party with the same experiment block and seed, its own shard (the prepared
+dataset's manifest, which holds only public facts, and its own shard file) and its own peers file
+(:mod:`ppml.network.peers`). The process builds the run's roles from the public facts exactly as every other
+party does, runs its own role's program over links to its peers (:mod:`ppml.network.links`) and writes what
+it saw into its output directory:
+
+- ``comm.json``: per seed, its identity and address, its peers' identities and addresses, what it sent
+  (messages, bytes, ciphertexts, per tag) and what it received;
+- where its program returns the run's history (the label holder, the evaluator, FDML's server):
+  ``history.json`` and ``metrics.json`` of its own records. The run's privacy ledger and the other parties'
+  facts stay with them: ``run.json`` says ``assembled: false``. (The train stage with ``transport: grpc``
+  starts every party on this machine and assembles the whole run, as for every transport;
+  :mod:`ppml.network.local`.)
+
+Links agree on a session (the experiment name, a digest of its block and the seed, and the seed index), so two
+parties with different parameters refuse each other instead of computing garbage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+from pathlib import Path
+from typing import Any
+
+from ppml.config import ParamError, all_experiments, load_params, section
+from ppml.io import read_json, write_json
+from ppml.network.errors import ProtocolError
+from ppml.network.links import CONNECT_TIMEOUT, Links, run_program
+from ppml.network.peer import PeerNetwork
+from ppml.network.peers import load_peers
+
+log = logging.getLogger(__name__)
+
+__all__ = ["run_party", "session_of"]
+
+
+def session_of(experiment: str, block: dict[str, Any], seed: int, index: int) -> str:
+    """What both ends of every link must agree on: the experiment, its parameters and the seed."""
+    digest = hashlib.sha256(json.dumps({"block": block, "seed": seed}, sort_keys=True, default=str).encode())
+    return f"{experiment}:{digest.hexdigest()[:16]}:seed{index}"
+
+
+def _own_shard(data_dir: Path, manifest: dict[str, Any], shard: str) -> Path:
+    from ppml.runtime import EVALUATOR
+
+    entries = {e["name"]: e for e in manifest["parties"]}
+    if manifest.get("evaluator") is not None:
+        entries[EVALUATOR] = manifest["evaluator"]
+    path = data_dir / entries[shard]["file"]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: this party's shard {shard!r}, listed in {data_dir / 'manifest.json'}, "
+                                "is missing")
+    return path
+
+
+def run_party(*, experiment: str, party: str, peers_file: str | Path, params_file: str | Path,
+              data_dir: str | Path | None, out_dir: str | Path | None, result_file: str | Path | None = None,
+              connect_timeout: float = CONNECT_TIMEOUT) -> list[dict[str, Any]]:
+    """Run party `party` of `experiment` for every seed; returns its output per seed (see :func:`run_program`).
+
+    Raises
+    ------
+    ParamError, FileNotFoundError, ShardError
+        Bad input, named by file and key, before any link is opened (or when this party's data do not fit).
+    ProtocolError
+        A peer that cannot be reached, is not who the peers file says, failed or broke its link.
+    """
+    from ppml.algorithms import make_network
+    from ppml.data.prepared import load_shard
+    from ppml.experiment import check_delta, experiment_params
+    from ppml.privacy.noise import run_generator
+    from ppml.runtime import Public
+
+    params = load_params(params_file)
+    experiments = all_experiments(params)
+    if experiment not in experiments:
+        raise ParamError(f"{params_file}: no experiment {experiment!r} in any of the experiment sections")
+    where, block = experiments[experiment]
+    seed = section(params, "seed")
+    module, p, seeds = experiment_params(experiment, block, section=where)
+    if not hasattr(module, "roles"):
+        raise ParamError(f"{where}.{experiment}.algorithm: {block['algorithm']!r} runs in one process only")
+    data = Path(data_dir) if data_dir is not None else Path("data/prepared") / str(block["dataset"])
+    out = Path(out_dir) if out_dir is not None else Path("reports/party") / experiment / party
+    manifest = read_json(data / "manifest.json")
+    if not manifest.get("available", True):
+        raise ParamError(f"{data}: dataset {block['dataset']!r} is not available here "
+                         f"({manifest.get('reason', 'see its download stage')})")
+    public = Public.from_manifest(manifest)
+    check_delta(f"{where}.{experiment}", block, p, list(public.parties))
+    timeout = float(block.get("timeout", 600.0))
+    outputs = []
+    for index in range(seeds):
+        rng = run_generator(block.get("noise_source", "seeded"), [seed, index])
+        network = make_network(module, list(public.parties), p, rng=rng)
+        roles = {r.name: r for r in module.roles(public, p, rng=rng, network=network)}
+        if party not in roles:
+            raise ParamError(f"--party {party!r} is not a party of {experiment} (its parties: {', '.join(roles)})")
+        names = tuple(n for n in network.names if n in roles)
+        peers = load_peers(peers_file, party, names)
+        role = roles[party]
+        shard = None if role.shard is None else load_shard(_own_shard(data, manifest, role.shard))
+        net = PeerNetwork(party, names, network.edges, timeout)
+        links = Links(net, peers.credentials, peers.identities, listen=peers.listen,
+                      session=session_of(experiment, block, seed, index), pairs=network.edges,
+                      connect_timeout=connect_timeout)
+        log.info("%s: seed %d/%d, party %s listening at %s; linking to %s", experiment, index + 1, seeds, party,
+                 links.address, ", ".join(f"{n}@{a}" for n, a in peers.addresses.items()))
+        try:
+            links.connect(peers.addresses)
+        except BaseException as exc:
+            links.close(error=str(exc)[:300], timeout=1.0)
+            raise
+        output = run_program(links, role.program, shard, role.kwargs, timeout=timeout)
+        from ppml.runtime import here
+
+        output["where"] = {**here(), **links.describe()}
+        output["peers"] = {n: {"identity": peers.identities[n], "address": a} for n, a in peers.addresses.items()}
+        output["received"] = list(net.received)
+        outputs.append(output)
+    _write(out, experiment, block, party, outputs, result_file)
+    return outputs
+
+
+def _traffic(items: list[tuple[str, str, int, int]]) -> dict[str, Any]:
+    tags: dict[str, dict[str, int]] = {}
+    for _, tag, nbytes, ciphertexts in items:
+        t = tags.setdefault(tag, {"messages": 0, "bytes": 0, "ciphertexts": 0})
+        t["messages"] += 1
+        t["bytes"] += nbytes
+        t["ciphertexts"] += ciphertexts
+    return {"messages": len(items), "bytes": sum(i[2] for i in items), "ciphertexts": sum(i[3] for i in items),
+            "tags": tags}
+
+
+def _write(out: Path, experiment: str, block: dict[str, Any], party: str, outputs: list[dict[str, Any]],
+           result_file: str | Path | None) -> None:
+    """This party's files; metrics.json last (it marks a complete run), the launcher's result file before it."""
+    comm = {"runs": [{
+        "party": party, **o["where"], "peers": o["peers"], "rounds": o["rounds"],
+        "sent": _traffic([(m[0], m[1], m[3], m[4]) for m in o["messages"]]),
+        "received": _traffic([(src, tag, nbytes, 0) for src, tag, nbytes in o["received"]]),
+    } for o in outputs]}
+    write_json(out / "comm.json", comm)
+    if result_file is not None:
+        Path(result_file).write_bytes(pickle.dumps(outputs))
+    histories = [o["result"]["history"] for o in outputs
+                 if isinstance(o["result"], dict) and hasattr(o["result"].get("history"), "to_dict")]
+    if len(histories) == len(outputs):
+        write_json(out / "history.json", {"runs": [h.to_dict() for h in histories]})
+        write_json(out / "run.json", {"experiment": experiment, "algorithm": block["algorithm"],
+                                      "dataset": block["dataset"], "party": party, "transport": "grpc",
+                                      "assembled": False, "note": "this party's own records; the privacy ledger "
+                                      "and the other parties' facts stay with them"})
+        finals = [{k: v for k, v in h.final.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                  for h in histories]
+        write_json(out / "metrics.json", {k: sum(f[k] for f in finals) / len(finals)
+                                          for k in finals[0] if all(k in f for f in finals)})
+
+
+def fail_line(party: str, exc: BaseException) -> str:
+    """The one line a failed party prints."""
+    return f"party {party}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+__all__ += ["fail_line", "ProtocolError"]
