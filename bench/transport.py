@@ -54,15 +54,20 @@ from ppml import runtime
 from ppml.algorithms import get_algorithm, make_network
 from ppml.config import build
 from ppml.history import History
-from ppml.io import save_party
+from ppml.io import save_party, write_json
 from ppml.network import Network
 from ppml.parties import Party
+from ppml.network.local import run_local
+from ppml.network.peer import adopt
 from ppml.network.ray_launcher import ray_cluster, run_ray
 
 PAPER_FDML_LR_MS = 7.8
 TENCENT_SPLIT = (7000, 1000, 700)  # the label holder first
 DENSITY = 0.01
-BLAS_THREADS = 1  # what the Ray actors run with (ppml.transport_ray); the in-process run is set to match
+BLAS_THREADS = 1  # what every party process runs with (ppml.network.links.run_program); in-process is set to match
+TRANSPORTS = ("inprocess", "ray", "grpc", "grpc_streams")
+"""Columns: in-process; Ray over links (TLS sockets); ``transport: grpc`` (a ``python -m ppml.party`` process per
+party, TLS-socket links, the default); the same with ``links: grpc`` (gRPC bidirectional streams)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -114,9 +119,15 @@ def _parties(blocks: list[Any], y: np.ndarray, n: int) -> list[Party]:
 
 
 def save_shards(parties: list[Party], directory: Path) -> Path:
+    """Every party's shard and the manifest of their public facts, as the prepare stage writes them."""
     directory.mkdir(parents=True, exist_ok=True)
     for p in parties:
         save_party(directory / f"{p.name}.npz", p)
+    write_json(directory / "manifest.json", {
+        "dataset": "bench", "available": True, "partition": "vertical", "evaluator": None,
+        "parties": [{"name": p.name, "file": f"{p.name}.npz", "label_holder": p.is_label_holder,
+                     "columns": p.n_features, "train_rows": p.n_samples, "test_rows": p.X_test.shape[0]}
+                    for p in parties]})
     return directory
 
 
@@ -194,6 +205,13 @@ def run(algorithm: str, parties: list[Party], block: dict[str, Any], transport: 
         if transport == "inprocess":
             with threadpool_limits(limits=BLAS_THREADS):
                 results = runtime.run_inprocess(roles, network, runtime.shards_of(parties))
+        elif transport.startswith("grpc"):  # `python -m ppml.party` per party, each building the roles itself
+            links = {"links": "grpc"} if transport == "grpc_streams" else {}
+            outputs = run_local(algorithm, {"algorithm": algorithm, "dataset": "bench", "transport": "grpc", **links,
+                                            **block}, "experiments", seed, shard_dir, tuple(r.name for r in roles))[0]
+            results = {name: {"blas_threads": out["blas_threads"], "result": out["result"]}
+                       for name, out in outputs.items()}
+            adopt(network, outputs)
         else:
             if __name__ != "__main__":
                 import ray.cloudpickle
@@ -239,7 +257,7 @@ class Sizes:
     with_2048: bool
 
 
-FULL = Sizes(admm_rows=8000, admm_epochs=101, fdml_rows=8000, fdml_epochs=5, encrypted_rows=3000,
+FULL = Sizes(admm_rows=32561, admm_epochs=101, fdml_rows=8000, fdml_epochs=5, encrypted_rows=3000,
              encrypted_batch=1000, encrypted_epochs=3, rows=(10_000, 100_000, 1_000_000), scale_test_rows=2000,
              scale_on_ray=True, repeat=3, with_2048=True)
 QUICK = Sizes(admm_rows=2000, admm_epochs=21, fdml_rows=1000, fdml_epochs=3, encrypted_rows=300,
@@ -255,7 +273,7 @@ def overhead(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> dict[str,
     encrypted = {"batch_size": b, "encrypted": True, "max_epochs": sizes.encrypted_epochs, "tol": 1e-12}
     paillier = vertical_dense(rng, sizes.encrypted_rows, (13, 10))  # default_credit's split
     cases = [
-        Case("admm_sharing", f"ADMM sharing (a9a split, n = {sizes.admm_rows})", "admm_sharing",
+        Case("admm_sharing", f"ADMM sharing (a9a's shape, n = {sizes.admm_rows})", "admm_sharing",
              vertical_dense(rng, sizes.admm_rows, (66, 57)),
              {"max_epochs": sizes.admm_epochs, "tol_primal": 0.0, "tol_dual": 0.0}),
         Case("fdml_lr", f"FDML LR (3 workers, n = {sizes.fdml_rows}, batch 100)", "fdml",
@@ -268,16 +286,17 @@ def overhead(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> dict[str,
         cases.append(Case("encrypted_sgd_2048",
                           f"encrypted SGD (n = {sizes.encrypted_rows}, b{b}), 2048-bit key", "paillier_sgd",
                           paillier, {**encrypted, "key_bits": 2048}))
-    print(f"\n## Per-iteration cost: Ray (a process per party) vs in-process, by the parties' in-run clocks "
-          f"over the epochs after the first (median of {sizes.repeat}, range)\n")
-    print("| protocol | iterations timed | in-process ms/iter | Ray ms/iter | Ray / in-process (medians) | "
-          "BLAS threads (in-process / Ray) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"\n## Per-iteration cost: in-process, Ray (a process per party, linked directly) and gRPC (a "
+          f"`python -m ppml.party` process per party), by the parties' in-run clocks over the epochs after the "
+          f"first (median of {sizes.repeat}, range)\n")
+    print("| protocol | iterations timed | in-process ms/iter | ray ms/iter | grpc ms/iter | grpc, gRPC streams "
+          "ms/iter | ray / in-process | grpc / in-process | grpc (gRPC streams) / in-process | BLAS threads |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     medians: dict[str, dict[str, float]] = {}
     for case in cases:
         shards = save_shards(case.parties, workdir / case.key)
         measured, threads, counted = {}, {}, 0
-        for transport in ("inprocess", "ray"):
+        for transport in TRANSPORTS:
             seen: set[int] = set()
 
             def measure() -> float:
@@ -289,11 +308,12 @@ def overhead(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> dict[str,
 
             measured[transport] = repeated(measure, sizes.repeat)
             threads[transport] = "/".join(map(str, sorted(seen)))
-        local, remote = measured["inprocess"], measured["ray"]
+        local = measured["inprocess"][0]
         medians[case.key] = {t: 1e3 * m[0] for t, m in measured.items()}
-        cells = [f"{1e3 * m:.2f} ({1e3 * lo:.2f}–{1e3 * hi:.2f})" for m, lo, hi in (local, remote)]
-        print(f"| {case.label} | {counted} | {cells[0]} | {cells[1]} | {remote[0] / local[0]:.2f} | "
-              f"{threads['inprocess']} / {threads['ray']} |", flush=True)
+        cells = [f"{1e3 * m:.2f} ({1e3 * lo:.2f}–{1e3 * hi:.2f})" for m, lo, hi in measured.values()]
+        ratios = " | ".join(f"{measured[t][0] / local:.2f}" for t in TRANSPORTS[1:])
+        print(f"| {case.label} | {counted} | {' | '.join(cells)} | {ratios} | "
+              f"{' / '.join(threads[t] for t in TRANSPORTS)} |", flush=True)
     return medians
 
 

@@ -15,6 +15,7 @@ from ppml.config import ParamError, build, check, flat_fields, section_of_algori
 from ppml.history import History
 from ppml.io import read_json
 from ppml.network import DEFAULT_TIMEOUT, MAX_TIMEOUT
+from ppml.network.links import CARRIERS
 from ppml.privacy.noise import NOISE_SOURCES, run_generator
 from ppml.runtime import TRANSPORTS, Public
 
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 #: keys of an experiment block that the stage reads itself (the rest are the algorithm's parameters)
 STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "allow_large_delta", "transport",
-              "timeout")
+              "timeout", "links")
 
 #: the algorithm each pipeline section holds (its dvc.yaml train group depends only on that algorithm's code)
 SECTION_ALGORITHMS = {section_of_algorithm(a): a for a in ALGORITHMS}
@@ -69,6 +70,9 @@ def experiment_params(name: str, block: Any, *, section: str = "experiments") ->
     transport = check(f"{path}.transport", block.get("transport", "inprocess"), choices=TRANSPORTS)
     if transport != "inprocess" and not hasattr(module, "roles"):
         raise ParamError(f"{path}.transport: algorithm {block['algorithm']!r} runs in one process only")
+    check(f"{path}.links", block.get("links", "tls"), choices=CARRIERS)
+    if "links" in block and transport == "inprocess":
+        raise ParamError(f"{path}.links: transport inprocess has no links (set transport: ray or grpc)")
     timeout = block.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise ParamError(f"{path}.timeout must be a number of seconds, got {timeout!r}")
@@ -191,7 +195,8 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
                 else:
                     roles = module.roles(public, params, rng=rng, network=network)
                     if transport == "ray":
-                        history = module.assemble(public, params, run_ray(roles, network, shard_paths))
+                        history = module.assemble(public, params, run_ray(roles, network, shard_paths,
+                                                                          links=block.get("links", "tls")))
                     else:  # every seed at once: each party process runs them all over the same certificates
                         if linked is None:
                             linked = run_local(name, block, section, seed, data_dir,

@@ -1,37 +1,40 @@
-"""Links: the bytes between two parties, over one mutually authenticated gRPC stream per pair.
+"""Links: the bytes between two parties, over one mutually authenticated, encrypted connection per pair.
 
-Each party listens on one address (a gRPC server with mutual TLS: it requires a client certificate from a
-CA it trusts) and opens a bidirectional stream to every peer after it in the run's address order; the peers
-before it open theirs to it. So each pair shares one long-lived connection, encrypted and authenticated both
-ways:
+Each party listens on one address and opens a connection to every peer after it in the run's address order;
+the peers before it open theirs to it. So each pair shares one long-lived connection, encrypted and
+authenticated both ways (mutual TLS: each side presents a certificate signed by a CA the other trusts):
 
 - the dialer checks that the listener's certificate speaks as the peer it dialed (TLS host-name check against
   the peer's expected identity, never the address);
-- the listener reads the dialer's identity from its certificate (``auth_context``: subject-alternative names
-  and common name) and accepts the stream only from a peer it expects to dial it, once.
+- the listener reads the dialer's identity from its certificate (subject-alternative names and common name)
+  and accepts the connection only from a peer it expects to dial it, once.
 
-Nothing a sender writes says who it is: every message on a stream is the authenticated peer's. A stream
-carries frames encoded by the codec (so decoding is bounded): first ``("hello", session)`` from each side,
-which must match (the same experiment, parameters and seed), then ``("m", [(tag, seq, bytes), ...])``, one
-frame per batch of messages, and at the end ``("bye",)`` or ``("abort", reason)``. A party batches what it
-sends to one peer until its program may block on a receive (:meth:`Links.flush`, called by
-:class:`~ppml.network.peer.PeerNetwork` before every receive) or the batch reaches :data:`BATCH_BYTES`.
+Nothing a sender writes says who it is: every message on a connection is the authenticated peer's. A
+connection carries frames encoded by the codec (so decoding is bounded): first ``("hello", session)`` from
+each side, which must match (the same experiment, parameters and seed), then ``("m", [(tag, seq, bytes),
+...])``, one frame per batch of messages, and at the end ``("bye",)`` or ``("abort", reason)``; a listener that
+refuses a dialer says ``("refused", why)``. A party batches what it sends to one peer until its program may
+block on a receive (:meth:`Links.flush`, called by :class:`~ppml.network.peer.PeerNetwork` before every
+receive) or the batch reaches :data:`BATCH_BYTES`.
 
-Bounds and faults: a frame is at most :data:`MAX_FRAME` bytes (gRPC refuses larger ones on both sides);
-what a receiver holds per sender is bounded by the peer network; connecting has :data:`CONNECT_TIMEOUT`
-(an unreachable peer is named with its address; a TLS failure — a certificate from another CA, a wrong name —
-is reported as soon as the handshake fails); a stream that breaks before the peer said bye, a refused
-identity, a hello from another run, or a malformed frame ends the run with a
-:class:`~ppml.network.ProtocolError` naming the peer.
+Two carriers move the frames, chosen by ``links`` (:data:`CARRIERS`): ``tls`` (the default), the standard
+library's TLS over a TCP socket with length-prefixed frames, and ``grpc``, a gRPC bidirectional stream over
+mutual TLS (:mod:`ppml.network.grpc_links`; what FATE, Flower and RayFed use between parties). Both meet the
+same contract; bench/transport.py measures both (gRPC's per-message cost in Python is several times the
+socket's, docs/performance.md).
+
+Bounds and faults: a frame is at most :data:`MAX_FRAME` bytes (refused on both sides); what a receiver holds
+per sender is bounded by the peer network; connecting has :data:`CONNECT_TIMEOUT` (an unreachable peer is
+named with its address; a TLS failure — a certificate from another CA, a wrong name — is reported as soon as
+the handshake fails); a connection that breaks before the peer said bye, a refused identity, a hello from
+another run, or a malformed frame ends the run with a :class:`~ppml.network.ProtocolError` naming the peer.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
 from ppml.network.codec import decode, encode
@@ -41,9 +44,10 @@ from ppml.network.tls import Credentials
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Links", "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES"]
+__all__ = ["Links", "make_links", "run_program", "CARRIERS", "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES"]
 
-SERVICE = "ppml.Link"
+CARRIERS = ("tls", "grpc")
+"""What carries a link's frames: the standard library's TLS sockets, or gRPC streams (both mutual TLS)."""
 
 CONNECT_TIMEOUT = 60.0
 """Seconds to open every link of a run (a peer on the same network answers within a second)."""
@@ -55,36 +59,39 @@ BATCH_BYTES = 4 * 2**20
 """A batch for one peer is sent when it reaches this many bytes, even if the program has not blocked."""
 
 CLOSE_TIMEOUT = 10.0
-"""Seconds to let the streams end after every peer said bye."""
-
-_HANDSHAKE = ("handshake", "certificate", "peer name", "ssl", "tls")
+"""Seconds to let the connections end after every peer said bye."""
 
 
-def _options() -> list[tuple[str, Any]]:
-    return [("grpc.max_send_message_length", MAX_FRAME), ("grpc.max_receive_message_length", MAX_FRAME),
-            ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
-
-
-class _Link:
-    """One peer's stream: what waits to be sent, and what is known of its state."""
-
-    __slots__ = ("peer", "out", "batch", "batch_bytes", "hello", "bye", "done", "error", "channel", "call")
+class Link:
+    """One peer's connection: what waits to be sent, and what is known of its state. A carrier's subclass
+    sends frames (:meth:`send`) and ends the connection (:meth:`end`, :meth:`cancel`)."""
 
     def __init__(self, peer: str) -> None:
         self.peer = peer
-        self.out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.batch: list[tuple[str, int, bytes]] = []
         self.batch_bytes = 0
         self.hello = threading.Event()
         self.bye = threading.Event()
         self.done = threading.Event()
         self.error: str | None = None
-        self.channel: Any = None
-        self.call: Any = None
+
+    def send(self, frame: bytes) -> None:
+        raise NotImplementedError
+
+    def end(self) -> None:
+        """Nothing more will be sent (after bye or abort)."""
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        """Drop the connection now (a peer that broke the protocol)."""
+        self.end()
+
+    def close(self) -> None:
+        """Release what the connection holds, once it ended."""
 
 
 class Links:
-    """This party's links to its peers for one run.
+    """This party's links to its peers for one run; a carrier subclass moves the frames.
 
     Parameters
     ----------
@@ -102,12 +109,11 @@ class Links:
         The pairs that may talk (a graph's edges); every pair when None.
     """
 
+    carrier = ""
+
     def __init__(self, network: PeerNetwork, credentials: Credentials, identities: dict[str, str], *, listen: str,
                  session: str, pairs: set[frozenset] | None = None,
                  connect_timeout: float = CONNECT_TIMEOUT) -> None:
-        import grpc
-
-        self._grpc = grpc
         self.me = network._me
         self._network = network
         self._credentials = credentials
@@ -119,27 +125,27 @@ class Links:
         peers = [n for n in order if n != self.me and (pairs is None or frozenset((n, self.me)) in pairs)]
         self._dial = [n for n in peers if order.index(n) > mine]
         self._accept = [n for n in peers if order.index(n) < mine]
-        self._links: dict[str, _Link] = {}
+        self._links: dict[str, Link] = {}
         self._lock = threading.Lock()
         self._refused: list[str] = []
         self._closed = False
-        self._server = grpc.server(ThreadPoolExecutor(max_workers=len(peers) + 4, thread_name_prefix=f"link-{self.me}"),
-                                   options=_options(), maximum_concurrent_rpcs=len(peers) + 4)
-        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            SERVICE, {"Stream": grpc.stream_stream_rpc_method_handler(self._serve)}),))
-        server_credentials = grpc.ssl_server_credentials([(credentials.key, credentials.certificate)],
-                                                         root_certificates=credentials.ca, require_client_auth=True)
-        try:
-            port = self._server.add_secure_port(listen, server_credentials)
-        except RuntimeError as exc:
-            port, why = 0, str(exc)
-        else:
-            why = "address in use or not this machine's"
-        if not port:
-            raise ProtocolError(f"{self.me!r} cannot listen at {listen} ({why})")
-        self.address = f"{listen.rsplit(':', 1)[0]}:{port}"
-        self._server.start()
+        self.address = self._listen(listen)
         network.attach(self.post, self.flush)
+
+    # -- what a carrier provides --------------------------------------------------------------------------
+
+    def _listen(self, listen: str) -> str:
+        """Start accepting connections at `listen`; the address it listens at."""
+        raise NotImplementedError
+
+    def _open(self, peer: str, address: str, deadline: float) -> None:
+        """Connect to `peer` at `address` (retrying until `deadline` while nobody answers; a TLS refusal is
+        final), :meth:`_register` its link and start :meth:`_receive` on it."""
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        """Stop listening."""
+        raise NotImplementedError
 
     # -- opening ------------------------------------------------------------------------------------------
 
@@ -169,98 +175,46 @@ class Links:
                     raise ProtocolError(f"{peer!r} did not link to {self.me!r} (listening at {self.address}) within "
                                         f"{self._connect_timeout:g} s{refused}")
 
-    def _open(self, peer: str, address: str, deadline: float) -> None:
-        grpc = self._grpc
-        identity = self._identities[peer]
-        credentials = grpc.ssl_channel_credentials(root_certificates=self._credentials.ca,
-                                                   private_key=self._credentials.key,
-                                                   certificate_chain=self._credentials.certificate)
-        channel = grpc.secure_channel(address, credentials, options=_options() + [
-            ("grpc.ssl_target_name_override", identity), ("grpc.default_authority", identity)])
-        probe = channel.unary_unary(f"/{SERVICE}/Probe")
-        last = "no answer"
-        while True:  # the listener may not be up yet: try until the deadline, but a TLS refusal is final
-            try:
-                probe(b"", timeout=max(0.05, min(1.0, deadline - time.monotonic())), wait_for_ready=False)
-                break
-            except grpc.RpcError as exc:
-                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # the listener answered over an authenticated link
-                    break
-                last = f"{exc.code().name}: {exc.details()}"
-                if any(word in (exc.details() or "").lower() for word in _HANDSHAKE):
-                    channel.close()
-                    raise ProtocolError(f"{self.me!r} could not open an authenticated link to {peer!r} at "
-                                        f"{address} (its certificate must speak as {identity!r} and be signed by a "
-                                        f"CA this party trusts, and this party's by one it trusts): {last}") from None
-            if time.monotonic() > deadline:
-                channel.close()
-                raise ProtocolError(f"{self.me!r} could not reach {peer!r} at {address} within "
-                                    f"{self._connect_timeout:g} s ({last})")
-            time.sleep(0.05)
-        link = self._register(peer)
-        link.channel = channel
-        link.call = channel.stream_stream(f"/{SERVICE}/Stream")(self._outgoing(link), wait_for_ready=True)
-        threading.Thread(target=self._receive, args=(link, link.call), name=f"link-{self.me}-{peer}",
-                         daemon=True).start()
-
-    def _register(self, peer: str) -> _Link:
+    def _register(self, link: Link) -> Link:
         with self._lock:
-            if peer in self._links or self._closed:
-                raise ProtocolError(f"{peer!r} opened a second link to {self.me!r}")
-            link = self._links[peer] = _Link(peer)
+            if link.peer in self._links or self._closed:
+                raise ProtocolError(f"{link.peer!r} opened a second link to {self.me!r}")
+            self._links[link.peer] = link
             return link
 
-    def _serve(self, frames: Iterator[bytes], context: Any) -> Iterator[bytes]:
-        """A peer's stream: accepted only from a certificate speaking as a peer expected to dial this party."""
-        auth = context.auth_context()
-        names = [v.decode("utf-8", "replace") for key in ("x509_subject_alternative_name", "x509_common_name")
-                 for v in auth.get(key, ())]
+    def _identify(self, names: list[str]) -> str:
+        """The peer a dialer whose certificate speaks as `names` is; a ProtocolError saying why it is refused."""
         peer = next((p for p in self._accept if self._identities[p] in names), None)
         if peer is None:
             why = (f"{self.me!r} refused a link from a certificate speaking as {names}: not a peer that links to "
                    f"it ({', '.join(repr(self._identities[p]) for p in self._accept) or 'none'})")
             self._refused.append(why)
             log.warning("%s", why)
-            context.abort(self._grpc.StatusCode.PERMISSION_DENIED, why)
-        try:
-            link = self._register(peer)
-        except ProtocolError as exc:
-            self._refused.append(str(exc))
-            context.abort(self._grpc.StatusCode.ALREADY_EXISTS, str(exc))
-        link.call = context
-        threading.Thread(target=self._receive, args=(link, frames), name=f"link-{self.me}-{peer}",
-                         daemon=True).start()
-        yield from self._outgoing(link)
+            raise ProtocolError(why)
+        return peer
+
+    def _hello(self) -> bytes:
+        return encode(("hello", self._session))[0]
 
     # -- moving bytes -------------------------------------------------------------------------------------
 
-    def _outgoing(self, link: _Link) -> Iterator[bytes]:
-        yield encode(("hello", self._session))[0]
-        while True:
-            frame = link.out.get()
-            if frame is None:
-                return
-            yield frame
-
-    def _receive(self, link: _Link, frames: Iterator[bytes]) -> None:
-        grpc = self._grpc
+    def _receive(self, link: Link, frames: Iterator[bytes]) -> None:
+        """Deliver what arrives on `link` until it ends; an end before bye, or a bad frame, breaks it."""
         try:
             for raw in frames:
                 self._on_frame(link, raw)
             if not link.bye.is_set():
                 self._broken(link, "it closed the link before it finished")
-        except grpc.RpcError as exc:
-            if not link.bye.is_set():  # a server's stream of a peer that vanished raises a bare RpcError
-                code = exc.code().name if hasattr(exc, "code") else "CANCELLED"
-                details = (exc.details() if hasattr(exc, "details") else str(exc)) or "the stream ended abruptly"
-                self._broken(link, f"{code}: {details}")
         except (WireError, ProtocolError) as exc:
             self._broken(link, str(exc))
-            self._cancel(link)
+            link.cancel()
+        except Exception as exc:  # noqa: BLE001 - the carrier's failure (a reset connection, a gRPC status)
+            if not link.bye.is_set():
+                self._broken(link, _carrier_error(exc))
         finally:
             link.done.set()
 
-    def _on_frame(self, link: _Link, raw: bytes) -> None:
+    def _on_frame(self, link: Link, raw: bytes) -> None:
         frame = decode(raw)
         kind = frame[0] if isinstance(frame, tuple) and frame and isinstance(frame[0], str) else None
         if kind == "hello" and len(frame) == 2:
@@ -268,6 +222,8 @@ class Links:
                 raise ProtocolError(f"{link.peer!r} is in another run or has other parameters (its session "
                                     f"{str(frame[1])[:80]!r}, this party's {self._session!r})")
             link.hello.set()
+        elif kind == "refused" and len(frame) == 2 and isinstance(frame[1], str):
+            raise ProtocolError(f"{link.peer!r} refused the link: {frame[1][:500]}")
         elif not link.hello.is_set():
             raise WireError(f"{link.peer!r} sent a {kind!r} frame before its hello")
         elif kind == "m" and len(frame) == 2 and isinstance(frame[1], list):
@@ -284,18 +240,10 @@ class Links:
         else:
             raise WireError(f"{link.peer!r} sent a frame that is not one a link carries ({kind!r:.40})")
 
-    def _broken(self, link: _Link, why: str) -> None:
+    def _broken(self, link: Link, why: str) -> None:
         if link.error is None:
-            link.error = f"the link to {link.peer!r} broke ({why})"
+            link.error = why if why.startswith(f"{link.peer!r} refused") else f"the link to {link.peer!r} broke ({why})"
         self._network.abort(link.error)
-
-    def _cancel(self, link: _Link) -> None:
-        link.out.put(None)
-        try:
-            if link.channel is not None:
-                link.call.cancel()
-        except Exception:  # noqa: BLE001 - already ended
-            pass
 
     def post(self, dst: str, tag: str, seq: int, data: bytes) -> None:
         """Queue one message for `dst`; it leaves with the batch (see :meth:`flush`)."""
@@ -318,9 +266,16 @@ class Links:
                 if link.batch:
                     self._send_batch(link)
 
-    def _send_batch(self, link: _Link) -> None:
-        link.out.put(encode(("m", link.batch))[0])
+    def _send_batch(self, link: Link) -> None:
+        frame = encode(("m", link.batch))[0]
         link.batch, link.batch_bytes = [], 0
+        self._send(link, frame)
+
+    def _send(self, link: Link, frame: bytes) -> None:
+        try:
+            link.send(frame)
+        except Exception as exc:  # noqa: BLE001 - a connection that broke while sending: the run ends
+            self._broken(link, _carrier_error(exc))
 
     # -- closing ------------------------------------------------------------------------------------------
 
@@ -338,7 +293,7 @@ class Links:
             links = list(self._links.values())
         last = encode(("bye",) if error is None else ("abort", error))[0]
         for link in links:
-            link.out.put(last)
+            self._send(link, last)
         problem = None
         if error is None:
             deadline = time.monotonic() + timeout
@@ -348,20 +303,41 @@ class Links:
                 if link.error is not None and problem is None:
                     problem = link.error
         for link in links:
-            link.out.put(None)
+            link.end()
         deadline = time.monotonic() + CLOSE_TIMEOUT
         for link in links:
             link.done.wait(max(0.0, deadline - time.monotonic()))
         for link in links:
-            if link.channel is not None:
-                link.channel.close()
-        self._server.stop(grace=1.0).wait(CLOSE_TIMEOUT)
+            link.close()
+        self._stop()
         if problem is not None:
             raise ProtocolError(problem)
 
     def describe(self) -> dict[str, Any]:
-        """This party's identity and address, for comm.json."""
-        return {"identity": self._credentials.name, "address": self.address}
+        """This party's identity, address and carrier, for comm.json."""
+        return {"identity": self._credentials.name, "address": self.address, "links": self.carrier}
+
+
+def _carrier_error(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    if callable(code):  # a gRPC status
+        details = exc.details() if hasattr(exc, "details") else ""
+        return f"{getattr(code(), 'name', 'error')}: {details or 'the stream ended abruptly'}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def make_links(carrier: str, network: PeerNetwork, credentials: Credentials, identities: dict[str, str], **kwargs
+               ) -> Links:
+    """Links of `carrier` (:data:`CARRIERS`)."""
+    if carrier == "tls":
+        from ppml.network.tls_links import TlsLinks
+
+        return TlsLinks(network, credentials, identities, **kwargs)
+    if carrier == "grpc":
+        from ppml.network.grpc_links import GrpcLinks
+
+        return GrpcLinks(network, credentials, identities, **kwargs)
+    raise ValueError(f"links must be one of {list(CARRIERS)}, got {carrier!r}")
 
 
 def run_program(links: Links, program: Any, party: Any, kwargs: dict[str, Any], *, timeout: float
@@ -374,7 +350,7 @@ def run_program(links: Links, program: Any, party: Any, kwargs: dict[str, Any], 
     fails; the error is then raised here unchanged.
     """
     close_timeout = 2 * timeout + 10.0
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     net = links._network
     name = links.me
@@ -382,6 +358,7 @@ def run_program(links: Links, program: Any, party: Any, kwargs: dict[str, Any], 
     try:
         # one BLAS thread, as the train stage runs: the same floating-point results as in-process
         with threadpool_limits(limits=1):
+            threads = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=0)
             result = program(net.endpoint(name), party, **kwargs)
     except BaseException as exc:
         links.close(error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300], timeout=close_timeout)
@@ -390,4 +367,5 @@ def run_program(links: Links, program: Any, party: Any, kwargs: dict[str, Any], 
     links.close(timeout=close_timeout)
     net.step = "finished"
     return {"result": result, "rounds": net._rounds[name], "seconds": time.perf_counter() - start,
+            "blas_threads": threads,
             "messages": [(m.dst, m.tag, m.round, m.nbytes, m.ciphertexts) for m in net.messages]}

@@ -20,9 +20,11 @@ parties with different parameters refuse each other instead of computing garbage
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
+import math
 import pickle
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from typing import Any
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.io import read_json, write_json
 from ppml.network.errors import ProtocolError
-from ppml.network.links import CONNECT_TIMEOUT, Links, run_program
+from ppml.network.links import CONNECT_TIMEOUT, make_links, run_program
 from ppml.network.peer import PeerNetwork
 from ppml.network.peers import load_peers
 
@@ -106,7 +108,7 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         role = roles[party]
         shard = None if role.shard is None else load_shard(_own_shard(data, manifest, role.shard))
         net = PeerNetwork(party, names, network.edges, timeout)
-        links = Links(net, peers.credentials, peers.identities, listen=peers.listen,
+        links = make_links(block.get("links", "tls"), net, peers.credentials, peers.identities, listen=peers.listen,
                       session=session_of(experiment, block, seed, index), pairs=network.edges,
                       connect_timeout=connect_timeout)
         log.info("%s: seed %d/%d, party %s listening at %s; linking to %s", experiment, index + 1, seeds, party,
@@ -149,18 +151,29 @@ def _write(out: Path, experiment: str, block: dict[str, Any], party: str, output
     write_json(out / "comm.json", comm)
     if result_file is not None:
         Path(result_file).write_bytes(pickle.dumps(outputs))
-    histories = [o["result"]["history"] for o in outputs
-                 if isinstance(o["result"], dict) and hasattr(o["result"].get("history"), "to_dict")]
+    histories = [_finished(o["result"]) for o in outputs if isinstance(o["result"], dict)
+                 and hasattr(o["result"].get("history"), "to_dict")]
     if len(histories) == len(outputs):
         write_json(out / "history.json", {"runs": [h.to_dict() for h in histories]})
         write_json(out / "run.json", {"experiment": experiment, "algorithm": block["algorithm"],
                                       "dataset": block["dataset"], "party": party, "transport": "grpc",
                                       "assembled": False, "note": "this party's own records; the privacy ledger "
                                       "and the other parties' facts stay with them"})
-        finals = [{k: v for k, v in h.final.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-                  for h in histories]
+        finals = [{k: v for k, v in h.final.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} for h in histories]
         write_json(out / "metrics.json", {k: sum(f[k] for f in finals) / len(finals)
                                           for k in finals[0] if all(k in f for f in finals)})
+
+
+def _finished(result: dict[str, Any]) -> Any:
+    """The history a program returned, finished: the decentralized protocols' evaluator returns it with what
+    :meth:`History.finish` needs beside it (``final``, ``extra``), which assemble passes on; here it is finished
+    with those alone (assemble's cross-party parts, such as the exact stopping rule, are not this party's)."""
+    history = result["history"]
+    if not history.final and isinstance(result.get("final"), dict):
+        history = copy.deepcopy(history)
+        history.finish(**result["final"], **(result.get("extra") or {}))
+    return history
 
 
 def fail_line(party: str, exc: BaseException) -> str:

@@ -2,12 +2,13 @@
 
 The same role programs as the in-process default (:mod:`ppml.runtime`) run here, one Ray actor per network
 address. Each actor loads only its own shard, runs its party's program and is the only holder of what that
-program creates (the arbiter's Paillier private key, a party's model). Peers deliver encoded messages straight
-into the receiver's actor; the receiver decodes them with the bounded codec of :mod:`ppml.network`, so nothing
-from another process is trusted. Every message of a (sender, receiver) pair carries a sequence number, because
-calls into a threaded actor may overtake each other; the receiver releases them in order, and holds at most
-:data:`HELD_MESSAGES` messages and :data:`HELD_BYTES` bytes from one sender at once. Random generators are
-not shipped: each party's process creates its own from their descriptions (:mod:`ppml.privacy.noise`).
+program creates (the arbiter's Paillier private key, a party's model). Ray places, starts and supervises the
+processes and reports their deaths; the messages do not go through Ray: every pair of parties is linked
+directly (:mod:`ppml.network.links`: one mutually authenticated TLS connection per pair, certificates made for
+the run), because an actor call costs about 1.3 ms of CPU, several times a message on a link. The receiver
+decodes with the bounded codec and holds a bounded amount per sender (:mod:`ppml.network.peer`). Random
+generators are not shipped: each party's process creates its own from their descriptions
+(:mod:`ppml.privacy.noise`).
 
 Cluster. Without ``RAY_ADDRESS`` a run starts a local cluster and shuts it down at the end. With it, the run
 joins that cluster and places party ``<name>`` on a node that advertises the custom resource
@@ -41,7 +42,7 @@ from ppml.data.prepared import ShardError
 from ppml.network.endpoint import MAX_TIMEOUT, Message, Network
 from ppml.network.errors import ProtocolError
 from ppml.network.links import CONNECT_TIMEOUT as LINK_TIMEOUT
-from ppml.network.links import Links, run_program
+from ppml.network.links import make_links, run_program
 from ppml.network.peer import PeerNetwork, adopt
 from ppml.network.tls import Credentials, throwaway_set
 from ppml.privacy.noise import create_all, describe_all
@@ -64,14 +65,14 @@ class _PartyActor:
     """The process of one network address: its network side, its links to the peers, its shard, its program."""
 
     def __init__(self, name: str, names: tuple[str, ...], edges: Any, timeout: float, credentials: Credentials,
-                 session: str, host: str | None) -> None:
+                 session: str, host: str | None, links: str) -> None:
         self._name = name
         self._timeout = timeout
         pairs = None if edges is None else {frozenset(e) for e in edges}
         self._net = PeerNetwork(name, names, pairs, timeout)
         # a local cluster links over loopback; a joined one over the address of the node this party was placed on
         listen = f"{host or _node()['node_ip']}:0"
-        self._links = Links(self._net, credentials, {n: n for n in names if n != name}, listen=listen,
+        self._links = make_links(links, self._net, credentials, {n: n for n in names if n != name}, listen=listen,
                             session=session, pairs=pairs)
 
     def address(self) -> str:
@@ -228,12 +229,14 @@ def _join(ray: Any, address: str, timeout: float) -> None:
         raise ProtocolError(f"ray: could not join the cluster at RAY_ADDRESS={address} ({what})")
 
 
-def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) -> dict[str, Any]:
+def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str], *, links: str = "tls"
+            ) -> dict[str, Any]:
     """Run the role programs, one Ray actor (process) per address, linked to each other directly; returns what
     each program returned.
 
     Ray places and supervises the processes; the messages go over links between them (one mutually
-    authenticated gRPC stream per pair, :mod:`ppml.network.links`) with certificates made for this run alone.
+    authenticated connection per pair, carried by `links`: ``tls`` sockets or ``grpc`` streams;
+    :mod:`ppml.network.links`) with certificates made for this run alone.
     `network` supplies the names, the graph and the timeout, and receives the traffic records (merged from
     every party's own), the rounds and where each party ran (:attr:`Network.where`).
     """
@@ -253,7 +256,7 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str]) ->
                     options["resources"] = {f"{RESOURCE_PREFIX}{role.name}": 0.001}
                 actors[role.name] = actor_class.options(**options).remote(
                     role.name, names, None if network.edges is None else [tuple(e) for e in network.edges],
-                    network.timeout, credentials[role.name], session, None if joined else "127.0.0.1")
+                    network.timeout, credentials[role.name], session, None if joined else "127.0.0.1", links)
             where = _start(ray, actors, joined)
             log.info("ray: %d parties started and linked (%s)", len(actors),
                      ", ".join(f"{n}@{w['host']}:{w['pid']}" for n, w in where.items()))
