@@ -1,22 +1,26 @@
-"""What a process per party costs: Ray against in-process, per iteration, and FDML at Tencent's shape and scale.
+"""What a process per party costs: in-process against Ray and gRPC-transport parties, per iteration, and FDML at
+Tencent's shape and scale.
 
-Part 1, overhead. The same role programs run on both transports (same numbers; see tests/transport): ADMM
-sharing, FDML (logistic regression) and encrypted SGD (batch 1000, 1024- and 2048-bit keys). Each is timed by
-the parties' own in-run clocks over the epochs after the first, so start-up stays out: Ray's actor start, shard
-loading, key generation (a random search for primes, a random time) and the first epoch's one-off costs. The
-clocks are what each protocol's history records per epoch (:data:`CLOCKS`): ADMM sharing, the central node's
-cumulative protocol seconds (evaluation excluded), one iteration per epoch; FDML, the slowest worker's
+Part 1, overhead. The same role programs run on every transport (same numbers; see tests/transport): ADMM
+sharing (a9a's shape and row count), FDML (logistic regression) and encrypted SGD (batch 1000, 1024- and
+2048-bit keys), on four transports: ``inprocess``; ``ray`` (an actor per party, linked directly by TLS-socket
+links, :mod:`ppml.network.links`); ``grpc`` (a ``python -m ppml.party`` process per party on loopback, the same
+links); ``grpc_streams`` (the same with ``links: grpc``, gRPC bidirectional streams). Each is timed by the
+parties' own in-run clocks over the epochs after the first, so start-up stays out: process start, linking,
+shard loading, key generation (a random search for primes, a random time) and the first epoch's one-off costs.
+The clocks are what each protocol's history records per epoch (:data:`CLOCKS`): ADMM sharing, the central
+node's cumulative protocol seconds (evaluation excluded), one iteration per epoch; FDML, the slowest worker's
 cumulative seconds at the end of each epoch (its evaluation forward pass included), ``n_batches`` iterations
 per epoch; encrypted SGD, the guest's seconds of each epoch's training (evaluation excluded) and the
-cumulative iteration count. Both sides run with the same BLAS thread count (:data:`BLAS_THREADS`): the Ray
-actors set it themselves (:mod:`ppml.transport_ray`), the in-process run sets it with threadpoolctl; the count
-every party's program actually ran under is printed. Each measurement is repeated (``--repeat``) and the median
-printed with the range; Ray's per-call cost on a loaded 2-core machine varies by tens of percent.
+cumulative iteration count. Every party runs with the same BLAS thread count (:data:`BLAS_THREADS`): the party
+processes set it themselves (:func:`ppml.network.links.run_program`), the in-process run sets it with
+threadpoolctl; the count every party's program actually ran under is printed, and so is the machine's load.
+Each measurement is repeated (``--repeat``) and the median printed with the range.
 
 Part 2, scale. FDML logistic regression on a synthetic data set shaped like the paper's Tencent app data
 (8,700 sparse features split 7,000 / 1,000 / 700 over three workers, about 1 % non-zero, labels at the
-7,000-feature party), at n = 10^4, 10^5, 10^6 rows: seconds of the second epoch in-process and on Ray (by the
-in-run clock, as in part 1), the peak memory of the largest process, and the growth exponent of the per-epoch
+7,000-feature party), at n = 10^4, 10^5, 10^6 rows: seconds of the second epoch in-process and on Ray over
+links (by the in-run clock, as in part 1), the peak memory of the largest process, and the growth exponent of the per-epoch
 cost in n (a least-squares slope of log seconds against log n; linear is 1). The data stay sparse end to end
 (CSR shards, sparse products; no dense n x 8,700 matrix anywhere). The paper's own system needed about 7.8 ms
 per FDML LR iteration on three machines; ours is printed beside it.
@@ -290,8 +294,9 @@ def overhead(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> dict[str,
           f"`python -m ppml.party` process per party), by the parties' in-run clocks over the epochs after the "
           f"first (median of {sizes.repeat}, range)\n")
     print("| protocol | iterations timed | in-process ms/iter | ray ms/iter | grpc ms/iter | grpc, gRPC streams "
-          "ms/iter | ray / in-process | grpc / in-process | grpc (gRPC streams) / in-process | BLAS threads |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "ms/iter | ray / in-process | grpc / in-process | grpc (gRPC streams) / in-process | BLAS threads | "
+          "load (1 min) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     medians: dict[str, dict[str, float]] = {}
     for case in cases:
         shards = save_shards(case.parties, workdir / case.key)
@@ -313,7 +318,7 @@ def overhead(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> dict[str,
         cells = [f"{1e3 * m:.2f} ({1e3 * lo:.2f}–{1e3 * hi:.2f})" for m, lo, hi in measured.values()]
         ratios = " | ".join(f"{measured[t][0] / local:.2f}" for t in TRANSPORTS[1:])
         print(f"| {case.label} | {counted} | {' | '.join(cells)} | {ratios} | "
-              f"{' / '.join(threads[t] for t in TRANSPORTS)} |", flush=True)
+              f"{' / '.join(threads[t] for t in TRANSPORTS)} | {os.getloadavg()[0]:.2f} |", flush=True)
     return medians
 
 
@@ -321,8 +326,8 @@ def scale(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> None:
     print("\n## FDML LR at Tencent's shape: 8,700 sparse features (7,000 / 1,000 / 700), 1 % non-zero; "
           "the second epoch by the in-run clock\n")
     print("| rows | non-zeros | in-process s/epoch | Ray s/epoch | Ray / in-process | ms/iter in-process | "
-          "ms/iter Ray | paper ms/iter | peak MiB (driver) | peak MiB (largest party, Ray) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "ms/iter Ray | paper ms/iter | peak MiB (driver) | peak MiB (largest party, Ray) | load (1 min) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     block = {"local_model": "lr", "epochs": 2}
     transports = ("inprocess", "ray") if sizes.scale_on_ray else ("inprocess",)
     per_epoch: dict[str, list[float]] = {t: [] for t in transports}
@@ -344,7 +349,7 @@ def scale(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> None:
             largest = max(w.get("peak_rss_mib", 0.0) for w in net.where.values())
             cells = [f"{er:.2f}", f"{er / el:.2f}", f"{1e3 * ir:.2f}", f"{largest:,.0f}"]
         print(f"| {n:,} | {nnz:,} | {el:.2f} | {cells[0]} | {cells[1]} | {1e3 * il:.2f} | {cells[2]} | "
-              f"{PAPER_FDML_LR_MS} | {driver:,.0f} | {cells[3]} |", flush=True)
+              f"{PAPER_FDML_LR_MS} | {driver:,.0f} | {cells[3]} | {os.getloadavg()[0]:.2f} |", flush=True)
         del parties
     if len(sizes.rows) > 1:
         logn = np.log(sizes.rows)
@@ -375,8 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_2048:
         sizes = replace(sizes, with_2048=False)
     default_threads = sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
-    print(f"{'quick' if args.quick else 'full'} run; BLAS threads per party: {BLAS_THREADS} on both transports "
-          f"(this machine's default: {'/'.join(map(str, default_threads)) or 'no BLAS found'})")
+    print(f"{'quick' if args.quick else 'full'} run; BLAS threads per party: {BLAS_THREADS} on every transport "
+          f"(this machine's default: {'/'.join(map(str, default_threads)) or 'no BLAS found'}); {os.cpu_count()} "
+          f"CPUs, load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())} (1 / 5 / 15 min) at the start")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     rng = np.random.default_rng(2019)
     medians: dict[str, dict[str, float]] = {}
