@@ -27,7 +27,7 @@ from ppml.history import ConvergenceWarning
 from ppml.io import read_json, save_party, write_json
 from ppml.network.links import CARRIERS, CLOSE_TIMEOUT
 from ppml.runtime import EVALUATOR
-from tests.transport.test_ray import _without_timing, vertical_parties, write_prepared
+from tests.transport.test_ray import train_stage_pair, vertical_parties, write_prepared
 
 LINKED = 30.0
 """--connect-timeout of parties that must link (s): far more than they take, so a loaded machine cannot fail
@@ -392,33 +392,9 @@ def test_paillier_sqn_guest_host_arbiter_same_numbers(tmp_path, launcher, vertic
 
 
 def test_train_stage_runs_a_block_with_transport_grpc(vertical3, tmp_path):
-    from stages.train import main
-
-    block = {**ADMM, "seeds": 2}
-    params = tmp_path / "params.yaml"
-    experiments = {"local": block, "remote": {**block, "transport": "grpc"}}
-    params.write_text(yaml.safe_dump({"seed": SEED, "experiments": experiments}))
-    runs = {}
-    for name in ("local", "remote"):
-        out = tmp_path / name
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            assert main(["--experiment", name, "--params", str(params), "--data", str(vertical3),
-                         "--out", str(out)]) == 0
-        runs[name] = {part: read_json(out / f"{part}.json") for part in ("run", "metrics", "comm", "history")}
-    local, remote = runs["local"], runs["remote"]
-    assert (local["run"]["transport"], remote["run"]["transport"]) == ("inprocess", "grpc")
-    assert {k: v for k, v in local["run"].items() if k not in ("experiment", "transport")} == \
-        {k: v for k, v in remote["run"].items() if k not in ("experiment", "transport")}
-    assert _without_timing({k: v for k, v in local["metrics"].items() if k != "experiment"}) == \
-        _without_timing({k: v for k, v in remote["metrics"].items() if k != "experiment"})
-    assert local["metrics"]["bytes_sent"] == remote["metrics"]["bytes_sent"] > 0
-    assert _without_timing(local["history"]) == _without_timing(remote["history"])
-    assert len(local["comm"]["runs"]) == len(remote["comm"]["runs"]) == 2
-    for comm_local, comm_remote in zip(local["comm"]["runs"], remote["comm"]["runs"]):
-        assert (comm_local["transport"], comm_remote["transport"]) == ("inprocess", "grpc")
-        assert {k: v for k, v in comm_local.items() if k not in ("transport", "parties")} == \
-            {k: v for k, v in comm_remote.items() if k not in ("transport", "parties")}
+    local, remote = train_stage_pair({**ADMM, "seeds": 2}, "grpc", vertical3, tmp_path, seed=SEED)
+    assert len(remote["comm"]["runs"]) == 2
+    for comm_remote in remote["comm"]["runs"]:
         parties = comm_remote["parties"]
         assert sorted(parties) == list(PARTIES)
         for name, where in parties.items():
@@ -495,20 +471,28 @@ def test_own_certificate_of_another_party_is_refused_before_linking(tmp_path, la
 
 SCENARIOS = [(carrier, kind) for carrier in CARRIERS for kind in ("another_ca", "another_party")]
 
+
+def start_impostors(tmp_path, launcher, data, pair_certs, impostor: str, honest: str) -> dict[str, tuple]:
+    """Per scenario, `impostor`'s process with a certificate of another CA or of `honest`, started and listening;
+    the scenario's (honest peers file, params file) by its label ``<carrier>-<kind>``."""
+    good, rogue = pair_certs
+    runs = {}
+    for carrier, kind in SCENARIOS:
+        peers = good.at(tmp_path / f"{carrier}-{kind}")
+        params = write_params(tmp_path / f"params-{carrier}.yaml", ADMM, carrier)
+        label = f"{carrier}-{kind}"
+        launcher.start(impostor, peers=impostor_file(peers, rogue, impostor, honest, kind), params=params,
+                       data=data, label=f"{label}-{impostor}")
+        runs[label] = (peers, params)
+    for label in runs:
+        launcher.listening(f"{label}-{impostor}")
+    return runs
+
+
 def test_a_dialer_refuses_a_listener_that_is_not_its_peer_at_once(tmp_path, launcher, vertical2, pair_certs):
     """party2's process presents a certificate of another CA, or party1's: party1, which dials it, refuses it
     at the handshake, naming it and its address, at once (not at its connect timeout); it writes nothing."""
-    honest, rogue = pair_certs
-    runs = {}
-    for carrier, kind in SCENARIOS:
-        peers = honest.at(tmp_path / f"{carrier}-{kind}")
-        params = write_params(tmp_path / f"params-{carrier}.yaml", ADMM, carrier)
-        label = f"{carrier}-{kind}"
-        launcher.start("party2", peers=impostor_file(peers, rogue, "party2", "party1", kind), params=params,
-                       data=vertical2, label=f"{label}-party2")
-        runs[label] = (peers, params)
-    for label in runs:
-        launcher.listening(f"{label}-party2")
+    runs = start_impostors(tmp_path, launcher, vertical2, pair_certs, "party2", "party1")
     for label, (peers, params) in runs.items():
         launcher.start("party1", peers=peers, params=params, data=vertical2, connect_timeout=SHORT,
                        label=f"{label}-party1")
@@ -527,19 +511,9 @@ def test_a_listener_refuses_a_dialer_that_is_not_its_peer(tmp_path, launcher, ve
     party2 keeps waiting for the real party1 until its connect timeout, then names it, its own address and,
     where it sees it, the refusal (gRPC refuses a certificate of another CA inside its TLS, out of the
     listener's sight); the impostor is told, and ends long before its own connect timeout. Nothing is written."""
-    honest, rogue = pair_certs
-    runs = {}
-    for carrier, kind in SCENARIOS:
-        peers = honest.at(tmp_path / f"{carrier}-{kind}")
-        params = write_params(tmp_path / f"params-{carrier}.yaml", ADMM, carrier)
-        label = f"{carrier}-{kind}"
-        launcher.start("party1", peers=impostor_file(peers, rogue, "party1", "party2", kind), params=params,
-                       data=vertical2, label=f"{label}-party1")
-        runs[label] = (peers, params)
-    for label in runs:
-        launcher.listening(f"{label}-party1")  # it dials party2 as soon as party2 listens
-    # a gRPC dialer that found no listener retries after its channel's reconnect backoff (1 s, then 1.6 s,
-    # ...): twice SHORT covers the wait for its next attempt
+    runs = start_impostors(tmp_path, launcher, vertical2, pair_certs, "party1", "party2")  # party1 dials party2
+    # a gRPC dialer that found no listener retries after its channel's reconnect backoff (at most 0.5 s here):
+    # twice SHORT covers the wait for its next attempt and the refusal
     for label, (peers, params) in runs.items():
         launcher.start("party2", peers=peers, params=params, data=vertical2, connect_timeout=2 * SHORT,
                        label=f"{label}-party2")

@@ -261,36 +261,45 @@ def write_prepared(directory, parties):
     return directory
 
 
-def test_train_stage_runs_a_block_with_transport_ray(prepared_vertical, tmp_path):
+def train_stage_pair(block, transport, data, tmp_path, *, seed=7):
+    """The train stage on `block` in-process and with `transport`: both run dicts (run, metrics, comm, history),
+    checked to agree in everything but timing, the transport and where the parties ran."""
     import yaml
 
     from ppml.io import read_json
     from stages.train import main
 
-    block = {"algorithm": "admm_sharing", "dataset": "toy_vertical", "max_epochs": 5, "sigma": 0.05, "seeds": 2}
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"seed": 7, "experiments": {"local": block,
-                                                                 "remote": {**block, "transport": "ray"}}}))
+    params.write_text(yaml.safe_dump({"seed": seed, "experiments": {"local": block,
+                                                                    "remote": {**block, "transport": transport}}}))
     runs = {}
     for name in ("local", "remote"):
         out = tmp_path / name
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            assert main(["--experiment", name, "--params", str(params), "--data", str(prepared_vertical),
+            assert main(["--experiment", name, "--params", str(params), "--data", str(data),
                          "--out", str(out)]) == 0
         runs[name] = {part: read_json(out / f"{part}.json") for part in ("run", "metrics", "comm", "history")}
     local, remote = runs["local"], runs["remote"]
-    assert (local["run"]["transport"], remote["run"]["transport"]) == ("inprocess", "ray")
+    assert (local["run"]["transport"], remote["run"]["transport"]) == ("inprocess", transport)
     assert {k: v for k, v in local["run"].items() if k not in ("experiment", "transport")} == \
         {k: v for k, v in remote["run"].items() if k not in ("experiment", "transport")}
     assert _without_timing({k: v for k, v in local["metrics"].items() if k != "experiment"}) == \
         _without_timing({k: v for k, v in remote["metrics"].items() if k != "experiment"})
     assert local["metrics"]["bytes_sent"] == remote["metrics"]["bytes_sent"] > 0
     assert _without_timing(local["history"]) == _without_timing(remote["history"])
+    assert len(local["comm"]["runs"]) == len(remote["comm"]["runs"])
     for comm_local, comm_remote in zip(local["comm"]["runs"], remote["comm"]["runs"]):
-        assert comm_local["transport"] == "inprocess" and comm_remote["transport"] == "ray"
+        assert (comm_local["transport"], comm_remote["transport"]) == ("inprocess", transport)
         assert {k: v for k, v in comm_local.items() if k not in ("transport", "parties")} == \
             {k: v for k, v in comm_remote.items() if k not in ("transport", "parties")}
+    return local, remote
+
+
+def test_train_stage_runs_a_block_with_transport_ray(prepared_vertical, tmp_path):
+    block = {"algorithm": "admm_sharing", "dataset": "toy_vertical", "max_epochs": 5, "sigma": 0.05, "seeds": 2}
+    local, remote = train_stage_pair(block, "ray", prepared_vertical, tmp_path)
+    for comm_local, comm_remote in zip(local["comm"]["runs"], remote["comm"]["runs"]):
         assert len({w["pid"] for w in comm_remote["parties"].values()}) == 3
         assert len({w["pid"] for w in comm_local["parties"].values()}) == 1
 

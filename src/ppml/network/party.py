@@ -31,14 +31,14 @@ from typing import Any
 
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.io import read_json, write_json
-from ppml.network.errors import ProtocolError
+from ppml.network.endpoint import DEFAULT_TIMEOUT
 from ppml.network.links import CONNECT_TIMEOUT, make_links, run_program
 from ppml.network.peer import PeerNetwork
 from ppml.network.peers import load_peers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_party", "session_of"]
+__all__ = ["run_party", "session_of", "fail_line"]
 
 
 def session_of(experiment: str, block: dict[str, Any], seed: int, index: int) -> str:
@@ -76,7 +76,7 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
     from ppml.data.prepared import load_shard
     from ppml.experiment import check_delta, experiment_params
     from ppml.privacy.noise import run_generator
-    from ppml.runtime import Public
+    from ppml.runtime import Public, here
 
     params = load_params(params_file)
     experiments = all_experiments(params)
@@ -95,8 +95,9 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
                          f"({manifest.get('reason', 'see its download stage')})")
     public = Public.from_manifest(manifest)
     check_delta(f"{where}.{experiment}", block, p, list(public.parties))
-    timeout = float(block.get("timeout", 600.0))
+    timeout = float(block.get("timeout", DEFAULT_TIMEOUT))
     outputs = []
+    peers = shard = None  # the same for every seed: read once
     for index in range(seeds):
         rng = run_generator(block.get("noise_source", "seeded"), [seed, index])
         network = make_network(module, list(public.parties), p, rng=rng)
@@ -104,13 +105,14 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         if party not in roles:
             raise ParamError(f"--party {party!r} is not a party of {experiment} (its parties: {', '.join(roles)})")
         names = tuple(n for n in network.names if n in roles)
-        peers = load_peers(peers_file, party, names)
         role = roles[party]
-        shard = None if role.shard is None else load_shard(_own_shard(data, manifest, role.shard))
+        if peers is None:
+            peers = load_peers(peers_file, party, names)
+            shard = None if role.shard is None else load_shard(_own_shard(data, manifest, role.shard))
         net = PeerNetwork(party, names, network.edges, timeout)
-        links = make_links(block.get("links", "tls"), net, peers.credentials, peers.identities, listen=peers.listen,
-                      session=session_of(experiment, block, seed, index), pairs=network.edges,
-                      connect_timeout=connect_timeout)
+        links = make_links(block.get("links", "tls"), net, peers.credentials, peers.identities,
+                           listen=peers.listen, session=session_of(experiment, block, seed, index),
+                           pairs=network.edges, connect_timeout=connect_timeout)
         log.info("%s: seed %d/%d, party %s listening at %s; linking to %s", experiment, index + 1, seeds, party,
                  links.address, ", ".join(f"{n}@{a}" for n, a in peers.addresses.items()))
         try:
@@ -119,8 +121,6 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
             links.close(error=str(exc)[:300], timeout=1.0)
             raise
         output = run_program(links, role.program, shard, role.kwargs, timeout=timeout)
-        from ppml.runtime import here
-
         output["where"] = {**here(), **links.describe()}
         output["peers"] = {n: {"identity": peers.identities[n], "address": a} for n, a in peers.addresses.items()}
         output["received"] = list(net.received)
@@ -180,5 +180,3 @@ def fail_line(party: str, exc: BaseException) -> str:
     """The one line a failed party prints."""
     return f"party {party}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
-
-__all__ += ["fail_line", "ProtocolError"]
