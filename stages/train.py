@@ -1,4 +1,4 @@
-"""DVC stage train@<experiment>: run one experiment of params.yaml and write its run directory.
+"""DVC stage train_<algorithm>@<experiment>: run one experiment of params.yaml and write its run directory.
 
     python stages/train.py --experiment NAME --params params.yaml --data data/prepared/DS --out reports/runs/NAME
 """
@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.data.prepared import ShardError
-from ppml.experiment import run
+from ppml.experiment import SECTION_ALGORITHMS, run
 from ppml.io import write_json
 from ppml.network import ProtocolError
 
@@ -27,22 +27,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
+    # what a failure is prefixed with: the DVC stage of a pipeline experiment, else the experiment
+    label = f"experiment {args.experiment}"
     try:
         params = load_params(args.params)
         experiments = all_experiments(params)
         if args.experiment not in experiments:
             raise ParamError(f"params: no experiment {args.experiment!r} in any of the experiment sections")
         where, block = experiments[args.experiment]
+        if where in SECTION_ALGORITHMS:
+            label = f"train_{SECTION_ALGORITHMS[where]}@{args.experiment}"
         seed = section(params, "seed")
         # One BLAS thread: the algorithms' matrix products are small enough that threads only contend on a
         # 2-core machine, and a fixed thread count keeps floating-point results repeatable run to run.
         with threadpool_limits(limits=1):
             outputs = run(args.experiment, block, args.data, seed=seed, section=where)
     except (ParamError, FileNotFoundError, ShardError) as exc:  # bad input: params, missing or damaged shards
-        print(f"train@{args.experiment}: {exc}", file=sys.stderr)
+        print(f"{label}: {exc}", file=sys.stderr)
         return 2
     except ProtocolError as exc:  # a party failed, died or timed out: nothing is written
-        print(f"train@{args.experiment}: {exc}", file=sys.stderr)
+        print(f"{label}: {exc}", file=sys.stderr)
         return 1
     for part in ("history", "ledger", "comm", "run", "metrics"):  # metrics last: it marks a complete run
         write_json(f"{args.out}/{part}.json", outputs[part])

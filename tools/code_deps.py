@@ -6,7 +6,7 @@
 A stage's code dependencies are exactly the library files it can import: the stage script, then every
 ``import ppml...`` / ``from ppml... import ...`` statement reachable from it, read from the source (function-
 level imports included, so lazily imported modules count), with each package's ``__init__.py``. A train group
-adds its algorithm's module. So editing ``fdml.py`` re-runs only the stages whose closure holds it, and
+adds its algorithm's module, and the launcher of each transport its experiments use (the links come with it). So editing ``fdml.py`` re-runs only the stages whose closure holds it, and
 tests/test_dvc_deps.py fails whenever dvc.yaml and this graph disagree.
 """
 
@@ -37,11 +37,23 @@ def report_group() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def train_groups() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """``train_<algorithm>`` for every algorithm of the registry (its module is loaded by name)."""
+    """``train_<algorithm>`` for every algorithm of the registry: its module (loaded by name), and the launcher
+    of every transport but inprocess that one of its experiments in params.yaml uses (also loaded by name,
+    ``ppml.experiment.LAUNCHERS``): a group whose runs are all in-process does not depend on the links."""
     sys.path.insert(0, str(SRC))
-    from ppml.algorithms import ALGORITHMS
+    import yaml
 
-    return {f"train_{alg}": ("stages/train.py", (module,)) for alg, module in ALGORITHMS.items()}
+    from ppml.algorithms import ALGORITHMS
+    from ppml.config import section_of_algorithm
+    from ppml.experiment import LAUNCHERS
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    groups = {}
+    for alg, module in ALGORITHMS.items():
+        blocks = (params.get(section_of_algorithm(alg)) or {}).values()
+        transports = sorted({b.get("transport", "inprocess") for b in blocks if isinstance(b, dict)})
+        groups[f"train_{alg}"] = ("stages/train.py", (module, *(LAUNCHERS[t] for t in transports if t in LAUNCHERS)))
+    return groups
 
 
 def _module_file(name: str) -> Path | None:

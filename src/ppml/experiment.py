@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import time
 from pathlib import Path
@@ -14,8 +15,7 @@ from ppml.algorithms import ALGORITHMS, get_algorithm, make_network
 from ppml.config import ParamError, build, check, flat_fields, section_of_algorithm
 from ppml.history import History
 from ppml.io import read_json
-from ppml.network import DEFAULT_TIMEOUT, MAX_TIMEOUT
-from ppml.network.links import CARRIERS
+from ppml.network import CARRIERS, DEFAULT_TIMEOUT, MAX_TIMEOUT
 from ppml.privacy.noise import NOISE_SOURCES, run_generator
 from ppml.runtime import TRANSPORTS, Public
 
@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 #: keys of an experiment block that the stage reads itself (the rest are the algorithm's parameters)
 STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "allow_large_delta", "transport",
               "timeout", "links")
+
+#: the module that starts the party processes of a transport other than inprocess. Loaded by name, and only for
+#: a block that uses it: so the code deps of a dvc.yaml train group hold it, and the links under it, only when
+#: one of the group's experiments runs on that transport (tools/code_deps.py)
+LAUNCHERS = {"ray": "ppml.network.ray_launcher", "grpc": "ppml.network.local"}
 
 #: the algorithm each pipeline section holds (its dvc.yaml train group depends only on that algorithm's code)
 SECTION_ALGORITHMS = {section_of_algorithm(a): a for a in ALGORITHMS}
@@ -168,10 +173,7 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
         except DataUnavailable as exc:
             return _unavailable(name, block, params, str(exc))
     else:  # each party loads its own shard in its own process; here only the manifest's public facts
-        from ppml.network.local import run_local
-        from ppml.network.peer import adopt
-        from ppml.network.ray_launcher import ray_cluster, run_ray
-
+        launcher = importlib.import_module(LAUNCHERS[transport])
         public = Public.from_manifest(manifest)
         parties, evaluation = list(public.parties), None
         shard_paths = shard_files(Path(data_dir), manifest)
@@ -181,7 +183,7 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
     histories: list[History] = []
     seconds: list[float] = []
     linked: list[dict[str, Any]] | None = None  # transport grpc: every seed's outputs, from the party processes
-    with (ray_cluster() if transport == "ray" else contextlib.nullcontext()):
+    with (launcher.ray_cluster() if transport == "ray" else contextlib.nullcontext()):
         for s in range(seeds):
             rng = run_generator(noise_source, [seed, s])
             log.info("%s: seed %d/%d, %s on %s (%s)", name, s + 1, seeds, block["algorithm"], block["dataset"],
@@ -195,13 +197,13 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
                 else:
                     roles = module.roles(public, params, rng=rng, network=network)
                     if transport == "ray":
-                        history = module.assemble(public, params, run_ray(roles, network, shard_paths,
-                                                                          links=block.get("links", "tls")))
+                        history = module.assemble(public, params, launcher.run_ray(
+                            roles, network, shard_paths, links=block.get("links", "tls")))
                     else:  # every seed at once: each party process runs them all over the same certificates
                         if linked is None:
-                            linked = run_local(name, block, section, seed, data_dir,
-                                               tuple(n for n in network.names if n in {r.name for r in roles}))
-                        history = module.assemble(public, params, adopt(network, linked[s]))
+                            linked = launcher.run_local(name, block, section, seed, data_dir,
+                                                        tuple(n for n in network.names if n in {r.name for r in roles}))
+                        history = module.assemble(public, params, launcher.adopt(network, linked[s]))
             except ParamError as exc:  # a parameter that does not fit the data: name it by its key path
                 message = str(exc)
                 raise ParamError(message if message.startswith(f"{path}.") else f"{path}.{message}") from None

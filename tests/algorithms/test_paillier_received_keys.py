@@ -146,7 +146,7 @@ def test_train_stage_reports_features_out_of_range_in_one_line(tmp_path, capsys)
         code = main(["--experiment", "x", "--params", str(params), "--data", str(data), "--out", str(out)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
-    assert err == ("train@x: experiments.x.dataset holds a value the Paillier encoding cannot carry: "
+    assert err == ("experiment x: experiments.x.dataset holds a value the Paillier encoding cannot carry: "
                    "party 'host', column 'h2' has -1e+308, and with key_bits = 512 and frac_bits = 23 every "
                    "feature must be below 8.66e+127 in magnitude; normalize the data")
     assert not out.exists()

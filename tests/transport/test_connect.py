@@ -89,7 +89,7 @@ def test_the_train_stage_exits_1_with_one_line_naming_the_address(tmp_path):
                           timeout=120)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"train@remote: ray: cannot reach the cluster at RAY_ADDRESS=127.0.0.1:{port} (Connection refused)"]
+        f"experiment remote: ray: cannot reach the cluster at RAY_ADDRESS=127.0.0.1:{port} (Connection refused)"]
     assert not (tmp_path / "out").exists()
 
 

@@ -324,3 +324,41 @@ def test_a_damaged_shard_on_ray_is_one_line_naming_the_file(prepared_vertical, t
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and shard.name in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_inprocess_train_run_loads_nothing_its_code_deps_leave_out(prepared_vertical, tmp_path):
+    """The train stage, run in-process, loads only files of its group's code deps: no links, no launcher (so
+    an edit to them does not re-run the in-process experiments, tools/code_deps.py); with transport ray, the
+    Ray launcher and the links load."""
+    import importlib.util
+    import json
+    import subprocess
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("code_deps", root / "tools" / "code_deps.py")
+    code_deps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code_deps)
+    block = {"algorithm": "admm_sharing", "dataset": "toy_vertical", "max_epochs": 3, "sigma": 0.05}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"seed": 3, "experiments": {"here": block}}))
+    code = "\n".join([
+        "import json, sys, warnings",
+        "sys.path.insert(0, '.')",
+        "from stages.train import main",
+        "warnings.simplefilter('ignore')",
+        "assert main(sys.argv[1:]) == 0",
+        "print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()",
+        "                        if n.split('.')[0] == 'ppml' and getattr(m, '__file__', None))))",
+    ])
+    out = subprocess.run([sys.executable, "-c", code, "--experiment", "here", "--params", str(params), "--data",
+                          str(prepared_vertical), "--out", str(tmp_path / "here")], cwd=root, capture_output=True,
+                         text=True, check=True)
+    loaded = {str(Path(f).resolve().relative_to(root.resolve())) for f in json.loads(out.stdout.splitlines()[-1])}
+    allowed = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing",)))
+    assert loaded <= allowed, sorted(loaded - allowed)
+    assert "src/ppml/network/links.py" not in allowed
+    linked = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing", "ppml.network.ray_launcher")))
+    assert {"src/ppml/network/links.py", "src/ppml/network/tls_links.py", "src/ppml/network/peer.py"} <= linked

@@ -92,7 +92,13 @@ def test_train_stage_reports_a_mismatch_in_one_line(prepared, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["--experiment", "x", "--params", str(params), "--data", str(prepared), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("train@x: experiments.x.delta must be below 1/n") and "\n" not in err
+    assert err.startswith("experiment x: experiments.x.delta must be below 1/n") and "\n" not in err
+    assert not out.exists()
+    # an experiment of a pipeline section is named by its DVC stage, as `dvc repro` takes it
+    params.write_text(yaml.safe_dump({"seed": 1, "pp_admm_experiments": {"x": block(delta=0.5)}}))
+    assert main(["--experiment", "x", "--params", str(params), "--data", str(prepared), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("train_pp_admm@x: pp_admm_experiments.x.delta must be below 1/n"), err
     assert not out.exists()
 
 

@@ -8,7 +8,8 @@
 - :mod:`~ppml.network.peer`: one party's side of a network whose peers are other processes: per-sender order
   and bounds on what is held.
 - :mod:`~ppml.network.tls` and :mod:`~ppml.network.peers`: certificates and the peers file.
-- :mod:`~ppml.network.links`: the bytes between two parties over one mutually authenticated gRPC stream.
+- :mod:`~ppml.network.links`: the bytes between two parties over one mutually authenticated connection (TLS
+  sockets or a gRPC stream).
 - Launchers: :mod:`~ppml.network.ray_launcher` (``transport: ray``), :mod:`~ppml.network.party` (one party of
   ``transport: grpc``, ``python -m ppml.party``) and :mod:`~ppml.network.local` (every party of a grpc run
   as a process on this machine).
@@ -17,9 +18,9 @@ Importing this package loads the codec and the in-process network only; gRPC and
 """
 
 from ppml.network.codec import MAX_DEPTH, decode, encode, register_wire_type
-from ppml.network.endpoint import (CONTROL, DEFAULT_TIMEOUT, EVALUATION, MAX_TIMEOUT, Endpoint, Message, Network,
-                                   traffic_kind)
+from ppml.network.endpoint import (CARRIERS, CONTROL, DEFAULT_TIMEOUT, EVALUATION, MAX_TIMEOUT, Endpoint, Message,
+                                   Network, traffic_kind)
 from ppml.network.errors import ProtocolError, WireError
 
 __all__ = ["Network", "Endpoint", "Message", "encode", "decode", "register_wire_type", "WireError", "ProtocolError",
-           "EVALUATION", "CONTROL", "traffic_kind", "MAX_DEPTH", "DEFAULT_TIMEOUT", "MAX_TIMEOUT"]
+           "EVALUATION", "CONTROL", "traffic_kind", "MAX_DEPTH", "DEFAULT_TIMEOUT", "MAX_TIMEOUT", "CARRIERS"]

@@ -22,7 +22,7 @@ from ppml.network.errors import ProtocolError
 from ppml.network.scheduler import Scheduler
 
 __all__ = ["Network", "Endpoint", "Message", "EVALUATION", "CONTROL", "traffic_kind", "DEFAULT_TIMEOUT",
-           "MAX_TIMEOUT", "ProtocolError"]
+           "MAX_TIMEOUT", "CARRIERS", "ProtocolError"]
 
 EVALUATION = "eval/"
 """Tags starting with this are evaluation traffic (scoring the current model), counted apart from training."""
@@ -33,6 +33,11 @@ apart from the protocol's own messages so that per-iteration counts stay compara
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds a party waits for one message before the run fails (``timeout`` of an experiment block)."""
+
+CARRIERS = ("tls", "grpc")
+"""What may carry the links between party processes (``links`` of an experiment block; :mod:`ppml.network.links`):
+the standard library's TLS sockets, or gRPC streams (both mutual TLS). Named here, below the links, so that
+checking a block does not load them."""
 
 MAX_TIMEOUT = 7 * 24 * 3600.0
 """Longest ``timeout`` an experiment may set: 7 days. A wait must end at a time the platform's clocks can

@@ -38,6 +38,7 @@ import time
 from typing import Any, Iterator
 
 from ppml.network.codec import decode, encode
+from ppml.network.endpoint import CARRIERS
 from ppml.network.errors import ProtocolError, WireError
 from ppml.network.peer import HELD_BYTES, PeerNetwork
 from ppml.network.tls import Credentials
@@ -45,9 +46,6 @@ from ppml.network.tls import Credentials
 log = logging.getLogger(__name__)
 
 __all__ = ["Links", "make_links", "run_program", "CARRIERS", "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES"]
-
-CARRIERS = ("tls", "grpc")
-"""What carries a link's frames: the standard library's TLS sockets, or gRPC streams (both mutual TLS)."""
 
 CONNECT_TIMEOUT = 60.0
 """Seconds to open every link of a run (a peer on the same network answers within a second)."""
@@ -60,6 +58,9 @@ BATCH_BYTES = 4 * 2**20
 
 CLOSE_TIMEOUT = 10.0
 """Seconds to let the connections end after every peer said bye."""
+
+ABORT_LINGER = 2.0
+"""Seconds a party that failed lets its peers read its abort before it drops the connections."""
 
 
 class Link:
@@ -110,6 +111,8 @@ class Links:
     """
 
     carrier = ""
+    direct = False
+    """Whether the waiting program reads the links itself (:meth:`_pump`) rather than a reader thread per link."""
 
     def __init__(self, network: PeerNetwork, credentials: Credentials, identities: dict[str, str], *, listen: str,
                  session: str, pairs: set[frozenset] | None = None,
@@ -130,7 +133,10 @@ class Links:
         self._refused: list[str] = []
         self._closed = False
         self.address = self._listen(listen)
-        network.attach(self.post, self.flush)
+        if self.direct:
+            network.attach(self.post, self.flush, self._pump, self._wake)
+        else:
+            network.attach(self.post, self.flush)
 
     # -- what a carrier provides --------------------------------------------------------------------------
 
@@ -146,6 +152,26 @@ class Links:
     def _stop(self) -> None:
         """Stop listening."""
         raise NotImplementedError
+
+    def _pump(self, seconds: float) -> None:
+        """A direct carrier's: read and handle what arrives on the links within `seconds` (at most), returning
+        once something arrived or :meth:`_wake` was called."""
+        raise NotImplementedError
+
+    def _wake(self) -> None:
+        """A direct carrier's: end a :meth:`_pump` now."""
+
+    def _wait(self, event: threading.Event, seconds: float) -> bool:
+        """Wait until `event` is set, at most `seconds`, reading the links meanwhile when the carrier is direct."""
+        if not self.direct:
+            return event.wait(seconds)
+        deadline = time.monotonic() + seconds
+        while not event.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._pump(left)
+        return True
 
     # -- opening ------------------------------------------------------------------------------------------
 
@@ -168,7 +194,9 @@ class Links:
                 link = self._links.get(peer)
                 if link is not None and link.error is not None:
                     raise ProtocolError(link.error)
-                if link is not None and link.hello.wait(0.01):
+                if link is None:  # not dialed in yet
+                    self._pump(0.01) if self.direct else time.sleep(0.01)
+                elif self._wait(link.hello, 0.01):
                     break
                 if time.monotonic() > deadline:
                     refused = f"; refused: {'; '.join(self._refused)}" if self._refused else ""
@@ -203,16 +231,27 @@ class Links:
         try:
             for raw in frames:
                 self._on_frame(link, raw)
-            if not link.bye.is_set():
-                self._broken(link, "it closed the link before it finished")
-        except (WireError, ProtocolError) as exc:
-            self._broken(link, str(exc))
-            link.cancel()
-        except Exception as exc:  # noqa: BLE001 - the carrier's failure (a reset connection, a gRPC status)
-            if not link.bye.is_set():
-                self._broken(link, _carrier_error(exc))
+            self._ended(link)
+        except BaseException as exc:
+            self._failed(link, exc)
         finally:
             link.done.set()
+
+    def _ended(self, link: Link) -> None:
+        """`link`'s peer ended the connection: well after its bye, else the link broke."""
+        if not link.bye.is_set():
+            self._broken(link, "it closed the link before it finished")
+
+    def _failed(self, link: Link, exc: BaseException) -> None:
+        """Reading `link` raised `exc`: a bad frame or refusal breaks it; so does a carrier failure before bye."""
+        if isinstance(exc, (WireError, ProtocolError)):
+            self._broken(link, str(exc))
+            link.cancel()
+        elif isinstance(exc, Exception):  # the carrier's failure (a reset connection, a gRPC status)
+            if not link.bye.is_set():
+                self._broken(link, _carrier_error(exc))
+        else:
+            raise exc
 
     def _on_frame(self, link: Link, raw: bytes) -> None:
         frame = decode(raw)
@@ -282,6 +321,8 @@ class Links:
     def close(self, error: str | None = None, timeout: float = 60.0) -> None:
         """End every link: say bye (or abort with `error`), wait for every peer's bye, then stop.
 
+        After an abort the peers have :data:`ABORT_LINGER` seconds to read it before the connections drop.
+
         Raises
         ------
         ProtocolError
@@ -298,15 +339,16 @@ class Links:
         if error is None:
             deadline = time.monotonic() + timeout
             for link in links:
-                if not link.bye.wait(max(0.0, deadline - time.monotonic())) and link.error is None:
+                if not self._wait(link.bye, max(0.0, deadline - time.monotonic())) and link.error is None:
                     link.error = f"{link.peer!r} did not finish within {timeout:g} s of {self.me!r}"
                 if link.error is not None and problem is None:
                     problem = link.error
         for link in links:
             link.end()
-        deadline = time.monotonic() + CLOSE_TIMEOUT
+        deadline = time.monotonic() + (CLOSE_TIMEOUT if error is None else ABORT_LINGER)
         for link in links:
-            link.done.wait(max(0.0, deadline - time.monotonic()))
+            if not self._wait(link.done, max(0.0, deadline - time.monotonic())):
+                link.cancel()
         for link in links:
             link.close()
         self._stop()

@@ -26,26 +26,32 @@ import yaml
 
 from ppml.config import ParamError
 from ppml.network.errors import ProtocolError
+from ppml.network.peer import adopt
 from ppml.network.peers import write_peers
 from ppml.network.tls import throwaway_set
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_local"]
+__all__ = ["run_local", "adopt"]  # adopt: each seed's outputs into its network, as the train stage assembles them
 
 GRACE = 15.0
 """Seconds the other parties get to stop by themselves after one failed, before they are killed."""
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
+def _hold_ports(n: int) -> list[socket.socket]:
+    """`n` free loopback ports, each held by a bound socket that does not listen (SO_REUSEADDR: a party's
+    listener binds the port beside it) until the run ends, so that no other process is given one meanwhile."""
+    socks = []
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
+        for _ in range(n):
+            socks.append(socket.socket())
+            socks[-1].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            socks[-1].bind(("127.0.0.1", 0))
+    except OSError:
         for s in socks:
             s.close()
+        raise
+    return socks
 
 
 def run_local(name: str, block: dict[str, Any], section: str, seed: int, data_dir: str | Path,
@@ -54,10 +60,11 @@ def run_local(name: str, block: dict[str, Any], section: str, seed: int, data_di
     each party's process returned (``result``, ``rounds``, ``seconds``, ``messages``, ``where``)."""
     work = Path(tempfile.mkdtemp(prefix="ppml-grpc-"))
     procs: dict[str, subprocess.Popen] = {}
+    held = _hold_ports(len(names))
     try:
         _, _, credentials = throwaway_set(names)
         peers = write_peers(work / "certs", credentials,
-                            {n: f"127.0.0.1:{port}" for n, port in zip(names, _free_ports(len(names)))})
+                            {n: f"127.0.0.1:{s.getsockname()[1]}" for n, s in zip(names, held)})
         params = work / "params.yaml"
         params.write_text(yaml.safe_dump({"seed": seed, section: {name: block}}, sort_keys=False))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -78,6 +85,8 @@ def run_local(name: str, block: dict[str, Any], section: str, seed: int, data_di
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        for s in held:
+            s.close()
         shutil.rmtree(work, ignore_errors=True)  # the run's keys go with it
     seeds = len(next(iter(per_party.values())))
     return [{party: outputs[s] for party, outputs in per_party.items()} for s in range(seeds)]

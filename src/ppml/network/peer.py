@@ -11,6 +11,7 @@ sender's messages in the order they were sent, holds at most :data:`HELD_MESSAGE
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict, deque
 from typing import Any, Callable
 
@@ -45,6 +46,8 @@ class PeerNetwork(Network):
         self._me = name
         self._send = post
         self._flush = flush
+        self._pump: Callable[[float], None] | None = None
+        self._wake: Callable[[], None] | None = None
         self._cv = threading.Condition()
         self._inbox: dict[tuple[str, str], deque[tuple[int, bytes]]] = defaultdict(deque)
         self._held: dict[str, dict[int, tuple[str, bytes]]] = defaultdict(dict)
@@ -56,10 +59,18 @@ class PeerNetwork(Network):
         self.received: list[tuple[str, str, int]] = []  # (src, tag, bytes) of every message received, in order
         self.step = "starting"
 
-    def attach(self, post: Callable[[str, str, int, bytes], None], flush: Callable[[], None] | None = None) -> None:
-        """The transport's send (and flush), once its links exist."""
+    def attach(self, post: Callable[[str, str, int, bytes], None], flush: Callable[[], None] | None = None,
+               pump: Callable[[float], None] | None = None, wake: Callable[[], None] | None = None) -> None:
+        """The transport's send (and flush), once its links exist.
+
+        A transport whose links are read by the waiting program itself also gives `pump(seconds)`, which reads
+        what arrives within `seconds` (returning once something was delivered), and `wake()`, which ends a
+        pump early (an abort from another thread); receives then pump instead of waiting on a condition.
+        """
         self._send = post
         self._flush = flush
+        self._pump = pump
+        self._wake = wake
 
     def _post(self, src: str, dst: str, tag: str, data: bytes) -> None:
         seq = self._out[dst]
@@ -121,13 +132,37 @@ class PeerNetwork(Network):
 
     def pending(self, dst: str, src: str, tag: str) -> int:
         """How many `tag` messages from `src` have arrived (in order) and wait to be received."""
+        if self._pump is not None:
+            self._pump(0.0)
         with self._cv:
             return len(self._inbox.get((src, tag), ()))
+
+    @property
+    def aborted(self) -> str | None:
+        """Why this party's run ended early, or None."""
+        return self._aborted
 
     def abort(self, why: str) -> None:
         with self._cv:
             self._aborted = why
             self._cv.notify_all()
+        if self._wake is not None:
+            self._wake()
+
+    def _wait(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Wait until `ready()` (checked under the lock) or `timeout` seconds passed; whether it is."""
+        if self._pump is None:
+            with self._cv:
+                return self._cv.wait_for(ready, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cv:
+                if ready():
+                    return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._pump(left)
 
     def _take(self, dst: str, sources: tuple[str, ...], tags: tuple[str, ...]) -> tuple[str, str, bytes]:
         if self._flush is not None:
@@ -135,9 +170,8 @@ class PeerNetwork(Network):
         wanted = _wanted(sources, tags)
         queues = [(src, tag, self._inbox[(src, tag)]) for src in sources for tag in tags]
         self.step = f"round {self._rounds[dst]}: waiting for {wanted}"
+        ready = self._wait(lambda: self._aborted is not None or any(q for _, _, q in queues), self.timeout)
         with self._cv:
-            ready = self._cv.wait_for(lambda: self._aborted is not None or any(q for _, _, q in queues),
-                                      timeout=self.timeout)
             if self._aborted is not None:
                 raise ProtocolError(f"{dst!r} stopped while waiting for {wanted}: {self._aborted}")
             if not ready:

@@ -19,8 +19,10 @@ outsiders out). That fits the machines of one organization, not mutually distrus
 cluster per party and authenticated links between them (as SecretFlow's RayFed does). See the README.
 
 Faults. Every wait has a timeout: joining the cluster at ``RAY_ADDRESS`` :data:`CONNECT_TIMEOUT` (60 s;
-Ray's own retries would last ten minutes), starting the parties :data:`STARTUP_TIMEOUT`, and every wait for a
-message ``timeout`` of the experiment block. A cluster that cannot be joined, or a party that raises, dies,
+Ray's own retries would last ten minutes), starting the parties :data:`STARTUP_TIMEOUT`, opening the links
+:data:`~ppml.network.links.CONNECT_TIMEOUT` (60 s), every wait for a message (and a send to a peer that takes
+nothing) ``timeout`` of the experiment block, and the end of the run, when each party waits for its peers' bye,
+twice that plus 10 s (:func:`~ppml.network.links.run_program`). A cluster that cannot be joined, or a party that raises, dies,
 or waits too long, ends the run with :class:`~ppml.network.ProtocolError` naming the address, or the party and
 its protocol step (after every other party is stopped); nothing is returned, so the stage writes nothing.
 """

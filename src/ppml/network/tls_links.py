@@ -11,14 +11,14 @@ before anything is read. TCP_NODELAY: a frame leaves at once.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import ssl
 import struct
 import tempfile
 import threading
 import time
-from typing import Iterator
-
+from ppml.network.codec import encode
 from ppml.network.errors import ProtocolError, WireError
 from ppml.network.links import MAX_FRAME, Link, Links
 from ppml.network.tls import Credentials
@@ -27,6 +27,7 @@ __all__ = ["TlsLinks"]
 
 _LEN = struct.Struct("<Q")
 _CHUNK = 2**16
+_SEND_CHUNK = 2**18
 
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds a connection has to complete its TLS handshake and say hello."""
@@ -54,53 +55,109 @@ def _names(cert: dict) -> list[str]:
 
 
 class _TlsLink(Link):
-    def __init__(self, peer: str, sock: ssl.SSLSocket) -> None:
+    """One TLS connection. Blocking while it opens (handshake and hello, in the thread that opened it); then
+    non-blocking, read and written only by the party's waiting program (:meth:`TlsLinks._pump`)."""
+
+    def __init__(self, peer: str, sock: ssl.SSLSocket, owner: "TlsLinks | None" = None) -> None:
         super().__init__(peer)
         self.sock = sock
+        self.owner = owner
+        self.ready = False  # opened: non-blocking, its hello sent; only then read by the pump
+        self.eof = False
         self._write = threading.Lock()
+        self._buf = bytearray()  # what arrived after the last whole frame
+        self._body: bytearray | None = None  # a long frame being read straight into its own buffer
+        self._got = 0
+
+    def open(self, hello: bytes) -> None:
+        """Send `hello` (still blocking), then turn non-blocking: from now on the pump reads it.
+
+        A hello that cannot be sent (a listener that refused this party closes the connection) is left to
+        the reads: they find the listener's refusal, its TLS alert, or the end of the connection.
+        """
+        try:
+            self.send(hello)
+        except OSError:
+            pass
+        self.sock.setblocking(False)
+        self.ready = True
 
     def send(self, frame: bytes) -> None:
+        head = _LEN.pack(len(frame))
         with self._write:
-            self.sock.sendall(_LEN.pack(len(frame)) + frame if len(frame) < 65536 else _LEN.pack(len(frame)))
-            if len(frame) >= 65536:
-                self.sock.sendall(frame)
+            if len(frame) < _CHUNK:
+                self._put(head + frame)
+            else:
+                self._put(head)
+                self._put(frame)
 
-    def frames(self) -> Iterator[bytes]:
-        """The frames that arrive, until the peer ends the connection between two frames.
+    def _put(self, data: bytes) -> None:
+        if self.sock.gettimeout() != 0.0:
+            self.sock.sendall(data)
+            return
+        view = memoryview(data)
+        off, waited = 0, 0.0
+        while off < len(view):
+            try:
+                off += self.sock.send(view[off:off + _SEND_CHUNK])  # retried with the same bytes when it blocks
+                waited = 0.0
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+                if self.owner is None or self.owner.stopping():
+                    return  # this party's run is over (an abort names why): nothing more goes out
+                waited = self.owner.blocked(self, waited)
+
+    def read_now(self) -> list[bytes]:
+        """The whole frames that can be read now without blocking; :attr:`eof` once the peer ended the
+        connection between two frames.
 
         Reads what the socket has (up to :data:`_CHUNK` bytes a call), so that frames that arrive together
         cost one read; the rest of a long frame goes straight into a buffer of its announced size, which is
         checked against :data:`~ppml.network.links.MAX_FRAME` before anything is allocated.
         """
-        buf = bytearray()
-        while True:
-            while len(buf) < _LEN.size:
+        frames: list[bytes] = []
+        while not self.eof:
+            try:
+                if self._body is not None:
+                    k = self.sock.recv_into(memoryview(self._body)[self._got:])
+                    if k == 0:
+                        raise WireError(f"{self.peer!r} ended the connection inside a frame ({self._got} of "
+                                        f"{len(self._body)} bytes)")
+                    self._got += k
+                    if self._got == len(self._body):
+                        frames.append(self._body)
+                        self._body = None
+                    continue
                 chunk = self.sock.recv(_CHUNK)
-                if not chunk:
-                    if not buf:
-                        return
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                break
+            if not chunk:
+                if self._buf:
                     raise WireError(f"{self.peer!r} ended the connection inside a frame header")
-                buf += chunk
-            (n,) = _LEN.unpack_from(buf)
+                self.eof = True
+                break
+            self._buf += chunk
+            frames += self._split()
+        return frames
+
+    def _split(self) -> list[bytes]:
+        buf, pos, frames = self._buf, 0, []
+        while len(buf) - pos >= _LEN.size:
+            (n,) = _LEN.unpack_from(buf, pos)
             if n > MAX_FRAME:
                 raise WireError(f"{self.peer!r} announced a {n}-byte frame; a link carries at most {MAX_FRAME}")
-            end = _LEN.size + n
+            start, end = pos + _LEN.size, pos + _LEN.size + n
             if len(buf) >= end:
-                frame = bytes(buf[_LEN.size:end])
-                del buf[:end]
-                yield frame
+                frames.append(bytes(buf[start:end]))
+                pos = end
                 continue
-            frame = bytearray(n)
-            got = len(buf) - _LEN.size
-            frame[:got] = buf[_LEN.size:]
-            buf = bytearray()
-            view = memoryview(frame)
-            while got < n:
-                k = self.sock.recv_into(view[got:])
-                if k == 0:
-                    raise WireError(f"{self.peer!r} ended the connection inside a frame ({got} of {n} bytes)")
-                got += k
-            yield frame
+            if n > _CHUNK:  # a long frame: the rest goes straight into a buffer of its size
+                self._body = bytearray(n)
+                self._got = len(buf) - start
+                self._body[:self._got] = buf[start:]
+                pos = len(buf)
+            break
+        del buf[:pos]
+        return frames
 
     def end(self) -> None:
         try:
@@ -119,9 +176,16 @@ class _TlsLink(Link):
 
 
 class TlsLinks(Links):
-    """:class:`~ppml.network.links.Links` over TLS sockets of the standard library."""
+    """:class:`~ppml.network.links.Links` over TLS sockets of the standard library, read by the waiting program.
+
+    No thread reads a link once it is open: a party's program reads its links itself whenever it waits (for a
+    message, or to end the run), so a message costs no hand-over between threads. A send that finds the
+    connection full waits for it while reading what arrives (so two parties sending to each other at once do
+    not block each other), at most the run's timeout.
+    """
 
     carrier = "tls"
+    direct = True
 
     def _listen(self, listen: str) -> str:
         host, _, port = listen.rpartition(":")
@@ -132,6 +196,9 @@ class TlsLinks(Links):
         except OSError as exc:
             raise ProtocolError(f"{self.me!r} cannot listen at {listen} ({exc.strerror or exc})") from None
         self._stopping = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         threading.Thread(target=self._accepting, name=f"accept-{self.me}", daemon=True).start()
         return f"{host}:{self._socket.getsockname()[1]}"
 
@@ -142,6 +209,78 @@ class TlsLinks(Links):
         except OSError:
             pass
         self._socket.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    # -- reading, by the waiting program --------------------------------------------------------------
+
+    def _open_links(self) -> list[_TlsLink]:
+        return [link for link in list(self._links.values()) if link.ready and not link.done.is_set()]
+
+    def _pump(self, seconds: float) -> None:
+        links = self._open_links()
+        # what TLS already decrypted is not seen by select: read it first
+        ready = [link for link in links if link.sock.pending()]
+        if not ready:
+            try:
+                readable, _, _ = select.select([link.sock for link in links] + [self._wake_r], [], [],
+                                               max(0.0, seconds))
+            except (OSError, ValueError):  # a socket closed under it: handled by the reads below
+                readable = [link.sock for link in links]
+            ready = [link for link in links if link.sock in readable]
+            if self._wake_r in readable:
+                self._drain_wake()
+        for link in ready:
+            self._consume(link)
+
+    def _consume(self, link: _TlsLink) -> None:
+        """Handle what `link` has now; its end or failure is handled as a reader thread's would be."""
+        try:
+            for raw in link.read_now():
+                self._on_frame(link, raw)
+            if link.eof:
+                self._ended(link)
+                link.done.set()
+        except BaseException as exc:
+            link.done.set()
+            self._failed(link, exc)
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"!")
+        except OSError:  # full (a wake is pending anyway) or closed (the links ended)
+            pass
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def stopping(self) -> bool:
+        """Whether this party's run is over (aborted): a send that cannot go on is dropped."""
+        return self._network.aborted is not None
+
+    def blocked(self, link: _TlsLink, waited: float) -> float:
+        """`link` cannot take more now: wait until it can, reading every link meanwhile; the seconds waited
+        for it so far (a ProtocolError once that exceeds the run's timeout)."""
+        timeout = self._network.timeout
+        if waited >= timeout:
+            raise ProtocolError(f"{link.peer!r} took nothing from {self.me!r} for {timeout:g} s")
+        start = time.monotonic()
+        links = self._open_links()
+        try:
+            readable, _, _ = select.select([other.sock for other in links] + [self._wake_r], [link.sock], [],
+                                           min(1.0, timeout - waited))
+        except (OSError, ValueError):
+            readable = []
+        if self._wake_r in readable:
+            self._drain_wake()
+        for other in links:
+            if other.sock in readable or other.sock.pending():
+                self._consume(other)
+        return waited + time.monotonic() - start
 
     def _accepting(self) -> None:
         while not self._stopping:
@@ -163,18 +302,16 @@ class TlsLinks(Links):
             return
         try:
             peer = self._identify(_names(sock.getpeercert() or {}))
-            link = self._register(_TlsLink(peer, sock))
+            link = self._register(_TlsLink(peer, sock, self))
         except ProtocolError as exc:
-            refusal = _TlsLink("?", sock)
-            try:
-                refusal.send(_refused(str(exc)))
-            except OSError:
-                pass
-            sock.close()
+            _refuse(sock, str(exc))
             return
         sock.settimeout(None)
-        link.send(self._hello())
-        self._receive(link, link.frames())
+        try:
+            link.open(self._hello())
+        except OSError as exc:
+            self._broken(link, f"{type(exc).__name__}: {exc}")
+            link.done.set()
 
     def _open(self, peer: str, address: str, deadline: float) -> None:
         identity = self._identities[peer]
@@ -201,13 +338,22 @@ class TlsLinks(Links):
                                 f"certificate must speak as {identity!r} and be signed by a CA this party trusts, "
                                 f"and this party's by one it trusts): {exc}") from None
         sock.settimeout(None)
-        link = self._register(_TlsLink(peer, sock))
-        link.send(self._hello())
-        threading.Thread(target=self._receive, args=(link, link.frames()), name=f"link-{self.me}-{peer}",
-                         daemon=True).start()
+        link = self._register(_TlsLink(peer, sock, self))
+        link.open(self._hello())
 
 
-def _refused(why: str) -> bytes:
-    from ppml.network.codec import encode
-
-    return encode(("refused", why))[0]
+def _refuse(sock: ssl.SSLSocket, why: str) -> None:
+    """Tell a dialer why it is refused, and end the connection once it read that (within a second): closing
+    with its hello unread would reset the connection, and the refusal could be lost."""
+    frame = encode(("refused", why))[0]
+    try:
+        sock.sendall(_LEN.pack(len(frame)) + frame)
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(1.0)
+        deadline = time.monotonic() + 1.0
+        while sock.recv(_CHUNK) and time.monotonic() < deadline:
+            pass
+    except OSError:
+        pass
+    finally:
+        sock.close()

@@ -173,26 +173,25 @@ def create(spec: GeneratorSpec) -> np.random.Generator:
     return OsEntropyGenerator(bit_generator) if spec.source == "os" else np.random.Generator(bit_generator)
 
 
+def _replaced(value: Any, kind: type, replace: Any) -> Any:
+    """`value` with every instance of `kind` in it (through dicts, lists and tuples) replaced by `replace(it)`."""
+    if isinstance(value, kind):
+        return replace(value)
+    if type(value) is dict:
+        return {key: _replaced(item, kind, replace) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_replaced(item, kind, replace) for item in value)
+    return value
+
+
 def describe_all(value: Any) -> Any:
     """`value` with every generator in it (through dicts, lists and tuples) replaced by its description."""
-    if isinstance(value, np.random.Generator):
-        return describe(value)
-    if type(value) is dict:
-        return {key: describe_all(item) for key, item in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(describe_all(item) for item in value)
-    return value
+    return _replaced(value, np.random.Generator, describe)
 
 
 def create_all(value: Any) -> Any:
     """The inverse of :func:`describe_all`, where the draws happen: each description becomes its generator."""
-    if isinstance(value, GeneratorSpec):
-        return create(value)
-    if type(value) is dict:
-        return {key: create_all(item) for key, item in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(create_all(item) for item in value)
-    return value
+    return _replaced(value, GeneratorSpec, create)
 
 
 def run_generator(source: str, entropy: Any) -> np.random.Generator:

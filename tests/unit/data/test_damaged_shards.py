@@ -74,6 +74,6 @@ def test_train_stage_reports_a_truncated_shard_in_one_line(prepared, tmp_path, c
     code = main(["--experiment", "c", "--params", str(params), "--data", str(prepared), "--out", str(out)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
-    assert err.startswith(f"train@c: {prepared / 'host.npz'}: truncated or corrupt party file")
+    assert err.startswith(f"experiment c: {prepared / 'host.npz'}: truncated or corrupt party file")
     assert err.endswith("regenerate it with `dvc repro prepare@toy`")
     assert not out.exists()

@@ -46,5 +46,5 @@ def test_train_stage_reports_it_in_one_line(tmp_path, capsys):
     code = main(["--experiment", "x", "--params", str(params), "--data", str(tmp_path), "--out", str(out)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
-    assert err.startswith("train@x: experiments.x: epsilon cannot be composed by Corollary 1")
+    assert err.startswith("experiment x: experiments.x: epsilon cannot be composed by Corollary 1")
     assert not out.exists()
