@@ -21,7 +21,9 @@ Two carriers move the frames, chosen by ``links`` (:data:`CARRIERS`): ``tls`` (t
 library's TLS over a TCP socket with length-prefixed frames, and ``grpc``, a gRPC bidirectional stream over
 mutual TLS (:mod:`ppml.network.grpc_links`; what FATE, Flower and RayFed use between parties). Both meet the
 same contract; bench/transport.py measures both (gRPC's per-message cost in Python is several times the
-socket's, docs/performance.md).
+socket's, docs/performance.md). Who reads: on ``tls`` the party's program itself, whenever it waits (for a
+message, for room to send, or for its peers' bye: :attr:`Links.direct`), so a message reaches it without a
+hand-over between threads; gRPC's streams are read by a thread per link.
 
 Bounds and faults: a frame is at most :data:`MAX_FRAME` bytes (refused on both sides); what a receiver holds
 per sender is bounded by the peer network; connecting has :data:`CONNECT_TIMEOUT` (an unreachable peer is
