@@ -230,6 +230,19 @@ def test_a_failing_or_dying_party_ends_the_run_naming_it(program, expected):
         run_ray(roles, net, {})
 
 
+def _niceness(endpoint, party):
+    return os.nice(0)
+
+
+@pytest.mark.usefixtures("by_value")
+def test_parties_run_at_niceness_0_not_rays_15():
+    """Ray starts its workers at niceness 15; a party waiting for the CPU at every message on a busy machine
+    ran FDML 10-50 times slower, so every party's process runs at 0."""
+    net = Network(["a", "b"], timeout=60)
+    results = run_ray([runtime.Role("a", _niceness), runtime.Role("b", _niceness)], net, {})
+    assert results == {"a": 0, "b": 0}
+
+
 @pytest.mark.usefixtures("by_value")
 def test_a_message_that_never_arrives_times_out_naming_the_wait():
     net = Network(["a", "b"], timeout=1.5)
