@@ -19,9 +19,10 @@ Each measurement is repeated (``--repeat``) and the median printed with the rang
 
 Part 2, scale. FDML logistic regression on a synthetic data set shaped like the paper's Tencent app data
 (8,700 sparse features split 7,000 / 1,000 / 700 over three workers, about 1 % non-zero, labels at the
-7,000-feature party), at n = 10^4, 10^5, 10^6 rows: seconds of the second epoch in-process and on Ray over
-links (by the in-run clock, as in part 1), the peak memory of the largest process, and the growth exponent of the per-epoch
-cost in n (a least-squares slope of log seconds against log n; linear is 1). The data stay sparse end to end
+7,000-feature party), at n = 10^4, 10^5, 10^6 rows: seconds of the second epoch in-process, on Ray over
+links and on ``transport: grpc`` (a process per party, the same links), by the in-run clock as in part 1
+(median of ``--repeat`` runs below 10^6 rows, one at 10^6), the peak memory of the largest process, and the
+growth exponent of the per-epoch cost in n (a least-squares slope of log seconds against log n; linear is 1). The data stay sparse end to end
 (CSR shards, sparse products; no dense n x 8,700 matrix anywhere). The paper's own system needed about 7.8 ms
 per FDML LR iteration on three machines; ours is printed beside it.
 
@@ -256,16 +257,16 @@ class Sizes:
     encrypted_epochs: int
     rows: tuple[int, ...]  # of the scale run
     scale_test_rows: int
-    scale_on_ray: bool
+    scale_linked: bool
     repeat: int
     with_2048: bool
 
 
 FULL = Sizes(admm_rows=32561, admm_epochs=101, fdml_rows=8000, fdml_epochs=5, encrypted_rows=3000,
              encrypted_batch=1000, encrypted_epochs=3, rows=(10_000, 100_000, 1_000_000), scale_test_rows=2000,
-             scale_on_ray=True, repeat=3, with_2048=True)
+             scale_linked=True, repeat=3, with_2048=True)
 QUICK = Sizes(admm_rows=2000, admm_epochs=21, fdml_rows=1000, fdml_epochs=3, encrypted_rows=300,
-              encrypted_batch=100, encrypted_epochs=2, rows=(2000,), scale_test_rows=500, scale_on_ray=False,
+              encrypted_batch=100, encrypted_epochs=2, rows=(2000,), scale_test_rows=500, scale_linked=False,
               repeat=1, with_2048=False)
 """Quick: every case of part 1 on both transports (the Ray path kept from rotting), part 2 in-process only
 (one more Ray run would cost several seconds of actor start for the same code path)."""
@@ -323,33 +324,42 @@ def overhead(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> dict[str,
 
 
 def scale(rng: np.random.Generator, workdir: Path, sizes: Sizes) -> None:
+    linked = ("ray", "grpc") if sizes.scale_linked else ()
+    transports = ("inprocess", *linked)
     print("\n## FDML LR at Tencent's shape: 8,700 sparse features (7,000 / 1,000 / 700), 1 % non-zero; "
-          "the second epoch by the in-run clock\n")
-    print("| rows | non-zeros | in-process s/epoch | Ray s/epoch | Ray / in-process | ms/iter in-process | "
-          "ms/iter Ray | paper ms/iter | peak MiB (driver) | peak MiB (largest party, Ray) | load (1 min) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "the second epoch by the in-run clock (median of the runs; below 10^6 rows "
+          f"{sizes.repeat} run(s), at 10^6 one)\n")
+    print("| rows | non-zeros | runs | in-process s/epoch | " + "".join(f"{t} s/epoch | " for t in linked)
+          + "".join(f"{t} / in-process | " for t in linked) + "ms/iter in-process | "
+          + "".join(f"ms/iter {t} | " for t in linked) + "paper ms/iter | peak MiB (driver) | "
+          + "".join(f"peak MiB (largest party, {t}) | " for t in linked) + "load (1 min) |")
+    print("|---:" * (6 + 4 * len(linked)) + "|")
     block = {"local_model": "lr", "epochs": 2}
-    transports = ("inprocess", "ray") if sizes.scale_on_ray else ("inprocess",)
     per_epoch: dict[str, list[float]] = {t: [] for t in transports}
     for n in sizes.rows:
         parties = tencent_shaped(rng, n, n_test=sizes.scale_test_rows)
         nnz = sum(p.X.nnz for p in parties)
         shards = save_shards(parties, workdir / f"tencent_{n}")
-        measured = {}
+        runs = sizes.repeat if n < 1_000_000 else 1
+        epoch, per_iter, peak = {}, {}, {}
         for transport in transports:
-            done = run("fdml", parties, block, transport, shards)
-            seconds, iterations = after_first_epoch("fdml", done.history)
-            measured[transport] = (seconds, seconds / iterations, done.network)
-            per_epoch[transport].append(seconds)
+            seen: list[tuple[float, int]] = []
+            largest = 0.0
+            for _ in range(runs):
+                done = run("fdml", parties, block, transport, shards)
+                seen.append(after_first_epoch("fdml", done.history))
+                largest = max([largest, *(w.get("peak_rss_mib", 0.0) for w in done.network.where.values())])
+            epoch[transport] = float(np.median([s for s, _ in seen]))
+            per_iter[transport] = float(np.median([s / i for s, i in seen]))
+            peak[transport] = largest
+            per_epoch[transport].append(epoch[transport])
         driver = runtime.here()["peak_rss_mib"]
-        el, il, _ = measured["inprocess"]
-        cells = ["–"] * 4  # Ray s/epoch, ratio, ms/iter, largest party's peak
-        if "ray" in measured:
-            er, ir, net = measured["ray"]
-            largest = max(w.get("peak_rss_mib", 0.0) for w in net.where.values())
-            cells = [f"{er:.2f}", f"{er / el:.2f}", f"{1e3 * ir:.2f}", f"{largest:,.0f}"]
-        print(f"| {n:,} | {nnz:,} | {el:.2f} | {cells[0]} | {cells[1]} | {1e3 * il:.2f} | {cells[2]} | "
-              f"{PAPER_FDML_LR_MS} | {driver:,.0f} | {cells[3]} | {os.getloadavg()[0]:.2f} |", flush=True)
+        el = epoch["inprocess"]
+        cells = ([f"{epoch[t]:.2f}" for t in linked] + [f"{epoch[t] / el:.2f}" for t in linked]
+                 + [f"{1e3 * per_iter['inprocess']:.2f}"] + [f"{1e3 * per_iter[t]:.2f}" for t in linked]
+                 + [f"{PAPER_FDML_LR_MS}", f"{driver:,.0f}"] + [f"{peak[t]:,.0f}" for t in linked])
+        print(f"| {n:,} | {nnz:,} | {runs} | {el:.2f} | {' | '.join(cells)} | {os.getloadavg()[0]:.2f} |",
+              flush=True)
         del parties
     if len(sizes.rows) > 1:
         logn = np.log(sizes.rows)
