@@ -1,6 +1,6 @@
-"""``python -m ppml.party``: run one party of an experiment in its own process, linked to its peers over gRPC
-with mutual TLS (``transport: grpc``; see :mod:`ppml.network.party` and the README's three-organization
-walkthrough).
+"""``python -m ppml.party``: run one party of an experiment in its own process, linked to its peers over
+mutually authenticated TLS (``transport: grpc``; see :mod:`ppml.network.party` and the README's
+three-organization walkthrough).
 
     python -m ppml.party --experiment NAME --party PARTY --peers peers.yaml [--params params.yaml]
                          [--data DIR] [--out DIR]

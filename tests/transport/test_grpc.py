@@ -8,6 +8,7 @@ The faults are checked on both carriers of the links (``links: tls`` and ``links
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -615,3 +616,16 @@ def test_an_unreachable_peer_ends_the_others_naming_it(tmp_path, launcher, verti
             assert f"{name!r} could not reach 'party3' at {address} within {timeout:g} s" in line, \
                 (carrier, line)
     assert_nothing_written(launcher, list(launcher.procs))
+
+
+def test_a_party_process_reports_its_own_peak_memory_not_its_launchers():
+    """Linux carries a parent's peak resident memory across fork and exec into the child's getrusage; a party
+    started by a large process reports its own peak (VmHWM) instead."""
+    child = ("import json, resource; from ppml.network.party import own_peak_mib; "
+             "print(json.dumps([own_peak_mib(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+    parent = ("import subprocess, sys; big = bytearray(400 * 2**20); big[::4096] = b'1' * len(big[::4096]); "
+              f"sys.stdout.write(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, "
+              "text=True, check=True).stdout)")
+    own, inherited = json.loads(subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                                               check=True).stdout)
+    assert inherited > 400 > own > 0, (own, inherited)

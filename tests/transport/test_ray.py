@@ -375,3 +375,6 @@ def test_an_inprocess_train_run_loads_nothing_its_code_deps_leave_out(prepared_v
     assert "src/ppml/network/links.py" not in allowed
     linked = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing", "ppml.network.ray_launcher")))
     assert {"src/ppml/network/links.py", "src/ppml/network/tls_links.py", "src/ppml/network/peer.py"} <= linked
+    # transport grpc: the launcher and the program each party process runs (python -m ppml.party)
+    local = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing", "ppml.network.local")))
+    assert {"src/ppml/party.py", "src/ppml/network/party.py", "src/ppml/network/links.py"} <= local

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from ppml import party as party_cli  # the program each party process runs (so code deps hold it)
 from ppml.config import ParamError
 from ppml.network.errors import ProtocolError
 from ppml.network.peer import adopt
@@ -72,7 +73,7 @@ def run_local(name: str, block: dict[str, Any], section: str, seed: int, data_di
             (work / party).mkdir()
             with open(work / party / "log.txt", "wb") as log_file:
                 procs[party] = subprocess.Popen(
-                    [sys.executable, "-m", "ppml.party", "--experiment", name, "--party", party, "--peers",
+                    [sys.executable, "-m", party_cli.__name__, "--experiment", name, "--party", party, "--peers",
                      str(peers), "--params", str(params), "--data", str(Path(data_dir).resolve()), "--out",
                      str(work / party), "--result", str(work / party / "result.pickle")],
                     stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)

@@ -122,11 +122,31 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
             raise
         output = run_program(links, role.program, shard, role.kwargs, timeout=timeout)
         output["where"] = {**here(), **links.describe()}
+        peak = own_peak_mib()
+        if peak is not None:  # this process's own, not its launcher's (see own_peak_mib)
+            output["where"]["peak_rss_mib"] = peak
         output["peers"] = {n: {"identity": peers.identities[n], "address": a} for n, a in peers.addresses.items()}
         output["received"] = list(net.received)
         outputs.append(output)
     _write(out, experiment, block, party, outputs, result_file)
     return outputs
+
+
+def own_peak_mib() -> float | None:
+    """This process's own peak resident memory in MiB (Linux's VmHWM), or None where /proc does not say.
+
+    ``getrusage``'s peak (:func:`ppml.runtime.here`) is not this process's own when a large process started
+    it: Linux carries the parent's peak across the fork and exec that started it (a party started by the
+    train stage reported the stage's 529 MiB where its own peak was under 300).
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _traffic(items: list[tuple[str, str, int, int]]) -> dict[str, Any]:
