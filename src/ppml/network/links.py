@@ -42,7 +42,7 @@ from typing import Any, Iterator
 from ppml.network.codec import decode, encode
 from ppml.network.endpoint import CARRIERS
 from ppml.network.errors import ProtocolError, WireError
-from ppml.network.peer import HELD_BYTES, PeerNetwork
+from ppml.network.peer import HELD_BYTES, PeerNetwork, pump_until
 from ppml.network.tls import Credentials
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,7 @@ class Links:
         self._lock = threading.Lock()
         self._refused: list[str] = []
         self._closed = False
+        self._never = threading.Event()  # waited on for a pause that reads the links meanwhile
         self.address = self._listen(listen)
         if self.direct:
             network.attach(self.post, self.flush, self._pump, self._wake)
@@ -165,15 +166,7 @@ class Links:
 
     def _wait(self, event: threading.Event, seconds: float) -> bool:
         """Wait until `event` is set, at most `seconds`, reading the links meanwhile when the carrier is direct."""
-        if not self.direct:
-            return event.wait(seconds)
-        deadline = time.monotonic() + seconds
-        while not event.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._pump(left)
-        return True
+        return pump_until(event.is_set, seconds, self._pump) if self.direct else event.wait(seconds)
 
     # -- opening ------------------------------------------------------------------------------------------
 
@@ -196,8 +189,8 @@ class Links:
                 link = self._links.get(peer)
                 if link is not None and link.error is not None:
                     raise ProtocolError(link.error)
-                if link is None:  # not dialed in yet
-                    self._pump(0.01) if self.direct else time.sleep(0.01)
+                if link is None:  # not dialed in yet: read the links that are (their hellos)
+                    self._wait(self._never, 0.01)
                 elif self._wait(link.hello, 0.01):
                     break
                 if time.monotonic() > deadline:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ppml.network.endpoint import Message, Network, _wanted
 from ppml.network.errors import ProtocolError, WireError
 
-__all__ = ["PeerNetwork", "adopt", "HELD_MESSAGES", "HELD_BYTES"]
+__all__ = ["PeerNetwork", "adopt", "pump_until", "HELD_MESSAGES", "HELD_BYTES"]
 
 HELD_MESSAGES = 1024
 """Most messages a party holds from one sender at once: arrived out of order, or queued and not yet received.
@@ -154,15 +154,12 @@ class PeerNetwork(Network):
         if self._pump is None:
             with self._cv:
                 return self._cv.wait_for(ready, timeout=timeout)
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def locked() -> bool:
             with self._cv:
-                if ready():
-                    return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._pump(left)
+                return ready()
+
+        return pump_until(locked, timeout, self._pump)
 
     def _take(self, dst: str, sources: tuple[str, ...], tags: tuple[str, ...]) -> tuple[str, str, bytes]:
         if self._flush is not None:
@@ -185,6 +182,18 @@ class PeerNetwork(Network):
             self.received.append((src, tag, len(data)))
         self.step = f"round {self._rounds[dst]}: received {tag!r} from {src!r}"
         return src, tag, data
+
+
+def pump_until(ready: Callable[[], bool], seconds: float, pump: Callable[[float], None]) -> bool:
+    """Call `pump(seconds left)` until `ready()` or `seconds` have passed; whether it is ready (for a transport
+    whose waiting program reads its links itself)."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        pump(left)
+    return True
 
 
 def adopt(network: Network, outputs: dict[str, dict[str, Any]]) -> dict[str, Any]:

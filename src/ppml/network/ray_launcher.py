@@ -22,9 +22,10 @@ Faults. Every wait has a timeout: joining the cluster at ``RAY_ADDRESS`` :data:`
 Ray's own retries would last ten minutes), starting the parties :data:`STARTUP_TIMEOUT`, opening the links
 :data:`~ppml.network.links.CONNECT_TIMEOUT` (60 s), every wait for a message (and a send to a peer that takes
 nothing) ``timeout`` of the experiment block, and the end of the run, when each party waits for its peers' bye,
-twice that plus 10 s (:func:`~ppml.network.links.run_program`). A cluster that cannot be joined, or a party that raises, dies,
-or waits too long, ends the run with :class:`~ppml.network.ProtocolError` naming the address, or the party and
-its protocol step (after every other party is stopped); nothing is returned, so the stage writes nothing.
+twice that plus 10 s (:func:`~ppml.network.links.run_program`). A cluster that cannot be joined, or a party
+that raises, dies, or waits too long, ends the run with :class:`~ppml.network.ProtocolError` naming the
+address, or the party and its protocol step (after every other party is stopped); nothing is returned, so the
+stage writes nothing.
 """
 
 from __future__ import annotations

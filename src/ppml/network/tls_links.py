@@ -58,7 +58,7 @@ class _TlsLink(Link):
     """One TLS connection. Blocking while it opens (handshake and hello, in the thread that opened it); then
     non-blocking, read and written only by the party's waiting program (:meth:`TlsLinks._pump`)."""
 
-    def __init__(self, peer: str, sock: ssl.SSLSocket, owner: "TlsLinks | None" = None) -> None:
+    def __init__(self, peer: str, sock: ssl.SSLSocket, owner: "TlsLinks") -> None:
         super().__init__(peer)
         self.sock = sock
         self.owner = owner
@@ -102,7 +102,7 @@ class _TlsLink(Link):
                 off += self.sock.send(view[off:off + _SEND_CHUNK])  # retried with the same bytes when it blocks
                 waited = 0.0
             except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
-                if self.owner is None or self.owner.stopping():
+                if self.owner.stopping():
                     return  # this party's run is over (an abort names why): nothing more goes out
                 waited = self.owner.blocked(self, waited)
 
@@ -307,11 +307,7 @@ class TlsLinks(Links):
             _refuse(sock, str(exc))
             return
         sock.settimeout(None)
-        try:
-            link.open(self._hello())
-        except OSError as exc:
-            self._broken(link, f"{type(exc).__name__}: {exc}")
-            link.done.set()
+        link.open(self._hello())
 
     def _open(self, peer: str, address: str, deadline: float) -> None:
         identity = self._identities[peer]
