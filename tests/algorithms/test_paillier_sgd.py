@@ -18,10 +18,10 @@ import pytest
 from ppml.algorithms import _hetero_lr, paillier_sgd
 from ppml.config import ParamError, build
 from ppml.crypto import paillier
-from ppml.crypto.paillier import (CiphertextError, KeyLengthWarning, PrivateKey, generate_keypair,
+from ppml.crypto.paillier import (KeyLengthWarning, PrivateKey, generate_keypair,
                                   receive_vector)
 from ppml.history import ConvergenceWarning
-from ppml.network import traffic_kind
+from ppml.network import ProtocolError, traffic_kind
 from ppml.parties import Party
 
 BITS = 512  # the length of conftest.py's shared keys
@@ -262,14 +262,14 @@ def test_foreign_and_tampered_ciphertexts_are_rejected(keys):
     foreign = foreign_pk.encrypt(np.zeros(40), frac_bits=52).to_wire()
     host_ep.send("guest", "host_forward", foreign)
     host_ep.send("guest", "host_loss", loss)
-    with pytest.raises(CiphertextError, match="key"):
+    with pytest.raises(ProtocolError, match="'host' sent 'host_forward' that guest cannot use: .*key"):
         roles.guest.forward(rows)
     tampered = honest.to_wire()
     tampered["c"] = tampered["c"].copy()
     tampered["c"][3] = keys["djn"][0].nsquare + 5  # outside Z*_{n^2}
     host_ep.send("guest", "host_forward", tampered)
     host_ep.send("guest", "host_loss", loss)
-    with pytest.raises(CiphertextError):
+    with pytest.raises(ProtocolError, match=r"'host' sent 'host_forward'.*must lie in \[1, n\^2\)"):
         roles.guest.forward(rows)
 
 

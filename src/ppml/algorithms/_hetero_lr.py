@@ -93,6 +93,7 @@ import numpy as np
 
 from ppml.config import fail
 from ppml.crypto import paillier
+from ppml.crypto.packing import FACTOR_INT_BITS, Layout, layout_for
 from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
 from ppml.history import History
 from ppml.metrics import binary_metrics
@@ -164,6 +165,13 @@ class ProtocolParams:
         encryptions cost one modular product each (0, the default: encrypt in line). Results do not depend on
         it. The processes are spawned, so the program's main module must be import-safe (``if __name__ ==
         "__main__"``), as for any spawn-based multiprocessing.
+    packing : int
+        Rows per ciphertext of the per-row vectors [u_A], [d] (and SQN's [X_A s_A], [h]) (1, the default: one
+        each). With t > 1 the products X^T [d] run on packed ciphertexts and the slots the coordinator does
+        not need are hidden by statistical masks (:mod:`ppml.crypto.packing`); models, losses and gradients
+        are the same integers as unpacked. Refused when 2t - 1 slots do not fit the key.
+    mask_bits : int
+        Statistical security, in bits, of the masks on packed slots (used with packing > 1).
     """
 
     batch_size: int = field(default=1000, metadata={"gt": 0})
@@ -180,6 +188,8 @@ class ProtocolParams:
     shuffle: bool = False
     host_squares: Literal["rows", "sum"] = "rows"
     precompute_workers: int = field(default=0, metadata={"ge": 0})
+    packing: int = field(default=1, metadata={"ge": 1})
+    mask_bits: int = field(default=80, metadata={"ge": 40, "le": 256})
 
     def __post_init__(self) -> None:
         # Looked up at call time: the crypto module owns the minimum (tests lower it for 512-bit keys).
@@ -276,6 +286,19 @@ def check_received_key(key: Any, params: ProtocolParams, *, sender: str, receive
     return key
 
 
+def packing_layout(params: ProtocolParams, rows: int) -> Layout | None:
+    """The slot layout of ``packing`` rows per ciphertext for products over at most `rows` rows (None when
+    unpacked); a :class:`~ppml.config.ParamError` naming ``packing`` when it does not fit the key."""
+    if params.packing == 1:
+        return None
+    try:
+        return layout_for(params.packing, key_bits=params.key_bits, value_frac_bits=VALUE_FRAC_BITS,
+                          frac_bits=params.frac_bits, rows=rows, mask_bits=params.mask_bits)
+    except ValueError as exc:
+        fail("packing", f"{exc} (frac_bits = {params.frac_bits}, mask_bits = {params.mask_bits}, "
+                        f"{rows} rows per product), got {params.packing}")
+
+
 def feature_limit(params: ProtocolParams) -> float:
     """The bound |x| must stay below for a feature to be encoded: x 2^frac_bits must lie in the safe range
     2^(key_bits - GUARD_BITS) of a key_bits key (any key a party accepts is at least as long) and be a finite
@@ -295,6 +318,18 @@ def check_features(name: str, columns: tuple[str, ...], X: np.ndarray, params: P
                         f"{columns[column]!r} has {X[row, column]:g}, and with key_bits = "
                         f"{params.key_bits} and frac_bits = {params.frac_bits} every feature must be below "
                         f"{limit:.3g} in magnitude; normalize the data")
+
+
+def check_packable(name: str, columns: tuple[str, ...], X: np.ndarray) -> None:
+    """A packed product multiplies by features below 2^FACTOR_INT_BITS: a ParamError naming the ``dataset``
+    key, the party, the column and the value otherwise."""
+    limit = math.ldexp(1.0, FACTOR_INT_BITS)
+    bad = ~(np.abs(X) < limit)
+    if bad.any():
+        row, column = np.argwhere(bad)[0]
+        fail("dataset", f"holds a value packed products cannot carry: party {name!r}, column "
+                        f"{columns[column]!r} has {X[row, column]:g}; with packing > 1 every feature must be "
+                        f"below {limit:g} in magnitude; normalize the data or set packing: 1")
 
 
 def _overflow(name: str, exc: paillier.EncodingOverflowError) -> ProtocolError:
@@ -360,6 +395,12 @@ class Encryptor:
             return self.public_key.encrypt(values, frac_bits=frac_bits)
         return self._zeros(len(values), frac_bits) + values
 
+    def encrypt_encoded(self, ints: list[int], *, frac_bits: int) -> EncryptedVector:
+        """A fresh encryption of already-encoded signed integers (packed slots)."""
+        if self._pool is None:
+            return self.public_key.encrypt_encoded(ints, frac_bits=frac_bits)
+        return self._zeros(len(ints), frac_bits).add_encoded(ints)
+
     def rerandomize(self, vector: EncryptedVector) -> EncryptedVector:
         """The same plaintexts under fresh randomness."""
         if self._pool is None:
@@ -421,10 +462,14 @@ class _DataRole:
     step_tag: str
 
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, X: np.ndarray,
-                 penalized: np.ndarray, demand: int) -> None:
+                 penalized: np.ndarray, demand: int, layout: Layout | None) -> None:
         self.name = party.name
         check_features(party.name, party.columns, X[:, :len(party.columns)], params)
-        self._ep = endpoint
+        if layout is not None:
+            check_packable(party.name, party.columns, X[:, :len(party.columns)])
+        self._layout = layout
+        # counts what it sends (a bare endpoint is wrapped: the per-row sends say their unpacked size)
+        self._ep = endpoint if isinstance(endpoint, _CountedEndpoint) else _CountedEndpoint(endpoint)
         self._party = party
         self._params = params
         self._X = X
@@ -451,22 +496,67 @@ class _DataRole:
         self._batches = batch_partitions(seed, self._X.shape[0], self._params.batch_size,
                                          shuffle=self._params.shuffle)
 
-    def _vector(self, payload: Any) -> EncryptedVector:
-        """A received vector bound to this party's own copy of the public key (foreign keys raise)."""
-        return receive_vector(payload, self._public_key)
+    def _vector(self, payload: Any, *, sender: str, tag: str, rows: int, packed: bool = True) -> EncryptedVector:
+        """A received vector over `rows` rows (packed when the run packs and `packed`: ceil(rows / t)
+        ciphertexts), bound to this party's own copy of the public key; a ProtocolError naming the sender
+        and the tag otherwise."""
+        try:
+            vector = receive_vector(payload, self._public_key)
+        except paillier.CiphertextError as exc:
+            raise ProtocolError(f"{sender!r} sent {tag!r} that {self.name} cannot use: {exc}") from exc
+        expected = self._ciphertexts(rows) if packed else rows
+        if len(vector) != expected:
+            per = "" if self._layout is None or not packed else f", {self._layout.slots} per ciphertext"
+            raise ProtocolError(f"{sender!r} sent {tag!r} of {len(vector)} ciphertexts, expected {expected} "
+                                f"({rows} rows{per})")
+        return vector
+
+    def _ciphertexts(self, rows: int) -> int:
+        """Ciphertexts of a per-row vector over `rows` rows."""
+        return rows if self._layout is None else -(-rows // self._layout.slots)
+
+    def _encrypt_rows(self, values: np.ndarray, *, what: str) -> EncryptedVector:
+        """A fresh encryption of per-row values at VALUE_FRAC_BITS, packed when the run packs (each value
+        checked against its slot by :meth:`~ppml.crypto.packing.Layout.pack`, naming this party and `what`)."""
+        if self._layout is None:
+            return self._encryptor.encrypt(values)
+        packed = self._layout.pack(values, frac_bits=VALUE_FRAC_BITS, party=self.name, what=what)
+        return self._encryptor.encrypt_encoded(packed, frac_bits=VALUE_FRAC_BITS)
+
+    def _add_rows(self, vector: EncryptedVector, values: np.ndarray, *, what: str) -> EncryptedVector:
+        """[v] + values, per row, at the vector's scale (slot by slot when packed)."""
+        if self._layout is None:
+            return vector + values
+        return vector.add_encoded(self._layout.pack(values, frac_bits=vector.frac_bits, party=self.name,
+                                                    what=what))
 
     def batches(self) -> list[np.ndarray]:
         """This epoch's mini-batches (row indices), from the shared seed."""
         return next(self._batches)
 
-    def _gradient_sum(self, fore: EncryptedVector, rows: np.ndarray) -> EncryptedVector:
-        """[X_S^T d + s lam theta]: the encrypted batch gradient times s (no penalty on the intercept)."""
-        penalty = len(rows) * self._params.lam * self._penalized * self.theta
-        return fore.matvec(self._X[rows], frac_bits=self._params.frac_bits) + penalty
+    def _product(self, vector: EncryptedVector, rows: np.ndarray, coefficients: np.ndarray) -> EncryptedVector:
+        """[X_S^T v + |S| lam c] (no penalty on the intercept): the batch gradient times s for c = theta, SQN's
+        Hessian-vector product times |S_H| for c = s. Packed: the sum lies in slot t - 1."""
+        penalty = len(rows) * self._params.lam * self._penalized * coefficients
+        if self._layout is None:
+            return vector.matvec(self._X[rows], frac_bits=self._params.frac_bits) + penalty
+        product = self._layout.matvec(vector, self._X[rows], rows=len(rows), frac_bits=self._params.frac_bits)
+        encoded = self._public_key.encode(penalty, frac_bits=product.frac_bits)
+        return product.add_encoded(self._layout.lift_plain(list(encoded)))
+
+    def _seal(self, product: EncryptedVector, *, masked: bool) -> EncryptedVector:
+        """What may leave for C: packed, every slot but t - 1 statistically masked; with `masked` the value
+        itself too (Hardy et al.), its mask kept to unmask C's reply."""
+        if self._layout is not None:
+            product, kept = self._layout.mask(product, wanted=masked)
+            if masked:
+                self._mask = kept
+        elif masked:
+            product, self._mask = mask(product)
+        return product
 
     def _send_gradient(self, gradient: EncryptedVector, *, tag: str, masked: bool) -> None:
-        if masked:
-            gradient, self._mask = mask(gradient)
+        gradient = self._seal(gradient, masked=masked)
         self._gradient_frac_bits = gradient.frac_bits
         self._ep.send(ARBITER, tag, gradient)
 
@@ -503,11 +593,14 @@ class HostRole(_DataRole):
     step_tag = "host_step"
 
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, guest: str,
-                 hessian_per_iteration: float = 0.0, sampled_hessian: bool = False) -> None:
+                 hessian_per_iteration: float = 0.0, sampled_hessian: bool = False,
+                 layout: Layout | None = None) -> None:
         X = np.asarray(party.X, dtype=np.float64)
         squares = params.batch_size if params.host_squares == "rows" else 1
+        per_row = 1 if layout is None else 1 / layout.slots
         super().__init__(party, endpoint, params=params, X=X, penalized=np.ones(X.shape[1]),
-                         demand=params.batch_size + squares + 1 + math.ceil(hessian_per_iteration))
+                         demand=math.ceil(per_row * (params.batch_size + hessian_per_iteration)) + squares + 1,
+                         layout=layout)
         self._guest = guest
         self._sampled_hessian = sampled_hessian
 
@@ -519,7 +612,7 @@ class HostRole(_DataRole):
     def forward(self, rows: np.ndarray) -> None:
         """Send [u_A] and the loss terms [u_A^2] (or [sum u_A^2]) and [lam/2 ||theta_A||^2] to B."""
         u = self._X[rows] @ self.theta
-        self._ep.send(self._guest, "host_forward", self._encryptor.encrypt(u))
+        self._ep.send(self._guest, "host_forward", self._encrypt_rows(u, what="u_A = X_A theta_A"), rows=len(rows))
         squares = u * u if self._params.host_squares == "rows" else np.array([u @ u])
         penalty = 0.5 * self._params.lam * float(self.theta @ self.theta)
         self._ep.send(self._guest, "host_loss", {"squares": self._encryptor.encrypt(squares),
@@ -527,8 +620,9 @@ class HostRole(_DataRole):
 
     def gradient(self, rows: np.ndarray, *, masked: bool) -> None:
         """[G_A] = X_A^T [d] + s lam theta_A from B's [d], to C (masked or not)."""
-        fore = self._vector(self._ep.recv(self._guest, "fore_gradient"))
-        self._send_gradient(self._gradient_sum(fore, rows), tag="host_gradient", masked=masked)
+        fore = self._vector(self._ep.recv(self._guest, "fore_gradient"), sender=self._guest, tag="fore_gradient",
+                            rows=len(rows))
+        self._send_gradient(self._product(fore, rows, self.theta), tag="host_gradient", masked=masked)
 
     def scores(self, *, test: bool) -> dict[str, Any]:
         """Evaluation: X_A theta_A on the training rows (and with `test` on the test rows), ||theta_A||^2."""
@@ -547,14 +641,14 @@ class HostRole(_DataRole):
 
     def hessian_forward(self, rows: np.ndarray) -> None:
         """SQN: [X_A s_A] on S_H, to B."""
-        self._ep.send(self._guest, "host_hessian_forward", self._encryptor.encrypt(self._X[rows] @ self._s))
+        self._ep.send(self._guest, "host_hessian_forward",
+                      self._encrypt_rows(self._X[rows] @ self._s, what="X_A s_A"), rows=len(rows))
 
     def hessian_vector(self, rows: np.ndarray) -> None:
         """SQN: [V_A] = X_A^T [h] + |S_H| lam s_A from B's [h], to C."""
-        h = self._vector(self._ep.recv(self._guest, "hessian_fore"))
-        penalty = len(rows) * self._params.lam * self._s
-        self._ep.send(ARBITER, "host_hessian_vector",
-                      h.matvec(self._X[rows], frac_bits=self._params.frac_bits) + penalty)
+        h = self._vector(self._ep.recv(self._guest, "hessian_fore"), sender=self._guest, tag="hessian_fore",
+                         rows=len(rows))
+        self._ep.send(ARBITER, "host_hessian_vector", self._seal(self._product(h, rows, self._s), masked=False))
 
     def curvature_round(self, batch_rows: np.ndarray) -> None:
         """SQN, A's part of the Hessian-vector round on S_H."""
@@ -574,12 +668,13 @@ class GuestRole(_DataRole):
 
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, host: str,
                  rng: np.random.Generator, hessian_per_iteration: float = 0.0,
-                 hessian_sample: int | None = None) -> None:
+                 hessian_sample: int | None = None, layout: Layout | None = None) -> None:
         X = np.hstack([np.asarray(party.X, dtype=np.float64), np.ones((party.n_samples, 1))])
         penalized = np.ones(X.shape[1])
         penalized[-1] = 0.0
+        per_row = 1 if layout is None else 1 / layout.slots
         super().__init__(party, endpoint, params=params, X=X, penalized=penalized,
-                         demand=params.batch_size + math.ceil(hessian_per_iteration))
+                         demand=math.ceil(per_row * (params.batch_size + hessian_per_iteration)), layout=layout)
         self._host = host
         self._y = signed_labels(party.y)
         self._rng = rng
@@ -597,27 +692,38 @@ class GuestRole(_DataRole):
     def forward(self, rows: np.ndarray) -> None:
         """[d] = [u_A]/4 + u_B/4 - y/2 to A; the encrypted batch loss times s to C."""
         p = self._params
-        u_A = self._vector(self._ep.recv(self._host, "host_forward"))
+        s = len(rows)
+        u_A = self._vector(self._ep.recv(self._host, "host_forward"), sender=self._host, tag="host_forward",
+                           rows=s)
         terms = self._ep.recv(self._host, "host_loss")
-        squares, host_penalty = self._vector(terms["squares"]), self._vector(terms["penalty"])
+        if not isinstance(terms, dict) or set(terms) != {"squares", "penalty"}:
+            raise ProtocolError(f"{self._host!r} sent 'host_loss' that is not a dict of squares and penalty")
+        # A's squares (which may exceed a packed slot) and its penalty are never packed.
+        squares = self._vector(terms["squares"], sender=self._host, tag="host_loss",
+                               rows=s if p.host_squares == "rows" else 1, packed=False)
+        host_penalty = self._vector(terms["penalty"], sender=self._host, tag="host_loss", rows=1, packed=False)
         u_B = self._X[rows] @ self.theta
         y = self._y[rows]
         own = 0.25 * u_B - 0.5 * y  # B's part of d_i, which is also the coefficient of u_A,i in the loss
-        self._fore = u_A.mul(0.25, frac_bits=2) + own
+        self._fore = self._add_rows(u_A.mul(0.25, frac_bits=2), own, what="u_B/4 - y/2")
         # A made [u_A]: without fresh randomness it could divide [u_A] out of [d] and read u_B/4 - y/2.
-        self._ep.send(self._host, "fore_gradient", self._encryptor.rerandomize(self._fore))
+        self._ep.send(self._host, "fore_gradient", self._encryptor.rerandomize(self._fore), rows=s)
 
-        s = len(rows)
         theta = self._penalized * self.theta
         plain = (float(np.sum(LOG2 - 0.5 * y * u_B + 0.125 * u_B * u_B))
                  + s * 0.5 * p.lam * float(theta @ theta))
-        loss = (u_A.matvec(own[:, None], frac_bits=p.frac_bits) + squares.sum().mul(0.125, frac_bits=3)
-                + host_penalty.mul(float(s), frac_bits=0) + plain)
+        terms = squares.sum().mul(0.125, frac_bits=3) + host_penalty.mul(float(s), frac_bits=0)
+        if self._layout is None:
+            loss = u_A.matvec(own[:, None], frac_bits=p.frac_bits) + terms + plain
+        else:  # the same integers: the cross product in slot t - 1, A's terms and the plaintext lifted there
+            cross = self._layout.matvec(u_A, own[:, None], rows=s, frac_bits=p.frac_bits)
+            terms = terms.mul(1.0, frac_bits=cross.frac_bits - terms.frac_bits) + plain
+            loss = self._seal(cross + self._layout.lift(terms), masked=False)
         self._ep.send(ARBITER, "batch_loss", loss)
 
     def gradient(self, rows: np.ndarray, *, masked: bool) -> None:
         """[G_B] = X_B^T [d] + s lam theta_B, to C (masked or not)."""
-        self._send_gradient(self._gradient_sum(self._fore, rows), tag="guest_gradient", masked=masked)
+        self._send_gradient(self._product(self._fore, rows, self.theta), tag="guest_gradient", masked=masked)
         self._fore = None
 
     def hessian_rows(self, batch_rows: np.ndarray, *, sample_size: int | None) -> np.ndarray:
@@ -632,15 +738,15 @@ class GuestRole(_DataRole):
 
     def hessian_fore(self, rows: np.ndarray) -> None:
         """SQN: [h] = ([X_A s_A] + X_B s_B)/4 on S_H (the Taylor Hessian is x x^T/4), re-randomized, to A."""
-        z_A = self._vector(self._ep.recv(self._host, "host_hessian_forward"))
-        self._h = (z_A + self._X[rows] @ self._s).mul(0.25, frac_bits=2)
-        self._ep.send(self._host, "hessian_fore", self._encryptor.rerandomize(self._h))
+        z_A = self._vector(self._ep.recv(self._host, "host_hessian_forward"), sender=self._host,
+                           tag="host_hessian_forward", rows=len(rows))
+        self._h = self._add_rows(z_A, self._X[rows] @ self._s, what="X_B s_B").mul(0.25, frac_bits=2)
+        self._ep.send(self._host, "hessian_fore", self._encryptor.rerandomize(self._h), rows=len(rows))
 
     def hessian_vector(self, rows: np.ndarray) -> None:
         """SQN: [V_B] = X_B^T [h] + |S_H| lam s_B (intercept unpenalized), to C."""
-        penalty = len(rows) * self._params.lam * self._penalized * self._s
-        self._ep.send(ARBITER, "guest_hessian_vector",
-                      self._h.matvec(self._X[rows], frac_bits=self._params.frac_bits) + penalty)
+        self._ep.send(ARBITER, "guest_hessian_vector", self._seal(self._product(self._h, rows, self._s),
+                                                                 masked=False))
         self._h = None
 
     def curvature_round(self, batch_rows: np.ndarray) -> None:
@@ -661,11 +767,14 @@ class ArbiterRole:
         Network names of A and B.
     curvature : Curvature, optional
         SQN's quasi-Newton memory; None for SGD (the direction is the gradient).
+    layout : Layout, optional
+        The slot layout of a packed run: C reads slot t - 1 of what it decrypts.
     """
 
     def __init__(self, endpoint: Endpoint, *, params: ProtocolParams, host: str, guest: str,
-                 curvature: Curvature | None = None) -> None:
+                 curvature: Curvature | None = None, layout: Layout | None = None) -> None:
         self._ep = endpoint
+        self._layout = layout
         self._params = params
         self._host, self._guest = host, guest
         # The key pair is made here, in C's program: the private key never leaves it.
@@ -683,8 +792,18 @@ class ArbiterRole:
     def publish_key(self) -> None:
         self._ep.broadcast([self._host, self._guest], "public_key", self.public_key)
 
+    def _decrypt_encoded(self, src: str, tag: str) -> tuple[list[int], int]:
+        """The signed integers of what `src` sent under `tag` (slot t - 1 when packed) and their scale."""
+        try:
+            vector = receive_vector(self._ep.recv(src, tag), self.public_key)
+        except paillier.CiphertextError as exc:
+            raise ProtocolError(f"{src!r} sent {tag!r} that {ARBITER} cannot use: {exc}") from exc
+        ints = self._private_key.decrypt_encoded(vector)
+        return (list(ints) if self._layout is None else self._layout.read(ints)), vector.frac_bits
+
     def _decrypt(self, src: str, tag: str) -> np.ndarray:
-        return self._private_key.decrypt(receive_vector(self._ep.recv(src, tag), self.public_key))
+        ints, frac_bits = self._decrypt_encoded(src, tag)
+        return self.public_key.decode(ints, frac_bits=frac_bits)
 
     def batch_loss(self, batch_size: int) -> None:
         """Decrypt B's [s l_S]; keep l_S for the epoch's stopping test."""
@@ -693,8 +812,7 @@ class ArbiterRole:
     def return_masked(self) -> None:
         """Masked mode: decrypt each party's [G + r] and send G + r back to it."""
         for party, tag in ((self._host, "host_gradient"), (self._guest, "guest_gradient")):
-            received = receive_vector(self._ep.recv(party, tag), self.public_key)
-            masked = self._private_key.decrypt_encoded(received)
+            masked, _ = self._decrypt_encoded(party, tag)
             self._ep.send(party, f"{tag}_decrypted", [int(m) for m in masked])
 
     def send_steps(self, *, eta: float, k: int, batch_size: int) -> None:
@@ -758,11 +876,14 @@ class _CountedEndpoint:
         self.name = endpoint.name
         self._epoch = _no_traffic()
 
-    def send(self, dst: str, tag: str, payload: Any) -> int:
+    def send(self, dst: str, tag: str, payload: Any, *, rows: int | None = None) -> int:
+        """Send and count; `rows` is what a packed per-row vector would take unpacked (one per row)."""
         nbytes = self._ep.send(dst, tag, payload)
         if traffic_kind(tag) == "training":
             side = "arbiter" if ARBITER in (self.name, dst) else "ab"
-            self._epoch[f"{side}_ciphertexts"] += encode(payload)[1]
+            ciphertexts = encode(payload)[1]
+            self._epoch[f"{side}_ciphertexts"] += ciphertexts
+            self._epoch[f"{side}_ciphertexts_unpacked"] += ciphertexts if rows is None else rows
             self._epoch[f"{side}_bytes"] += nbytes
         return nbytes
 
@@ -782,7 +903,8 @@ class _CountedEndpoint:
 
 
 def _no_traffic() -> dict[str, int]:
-    return {"ab_ciphertexts": 0, "ab_bytes": 0, "arbiter_ciphertexts": 0, "arbiter_bytes": 0}
+    return {"ab_ciphertexts": 0, "ab_ciphertexts_unpacked": 0, "ab_bytes": 0, "arbiter_ciphertexts": 0,
+            "arbiter_ciphertexts_unpacked": 0, "arbiter_bytes": 0}
 
 
 def batch_sizes(n_rows: int, batch_size: int) -> list[int]:
@@ -820,7 +942,8 @@ def _data_party_epoch(role: HostRole | GuestRole, ep: _CountedEndpoint, *, eta: 
 
 
 def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: ProtocolParams, masked: bool,
-                  curvature_every: int | None, sampled_hessian: bool, hessian_per_iteration: float) -> dict:
+                  curvature_every: int | None, sampled_hessian: bool, hessian_per_iteration: float,
+                  layout: Layout | None) -> dict:
     """Host A: per mini-batch [u_A] and its loss terms to B, [G_A] to C, its own update; every L iterations
     (SQN) the Hessian-vector sub-protocol; after each epoch C's stop flag, then its scores to B (evaluation).
 
@@ -828,7 +951,7 @@ def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: Proto
     """
     ep = _CountedEndpoint(endpoint)
     host = HostRole(party, ep, params=params, guest=guest, hessian_per_iteration=hessian_per_iteration,
-                    sampled_hessian=sampled_hessian)
+                    sampled_hessian=sampled_hessian, layout=layout)
     traffic = []
     try:
         host.setup()
@@ -851,7 +974,7 @@ def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: Proto
 
 def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: ProtocolParams, algorithm: str,
                    rng: np.random.Generator, masked: bool, curvature_every: int | None,
-                   hessian_sample: int | None, hessian_per_iteration: float) -> dict:
+                   hessian_sample: int | None, hessian_per_iteration: float, layout: Layout | None) -> dict:
     """Guest B (labels): the batch seed to A; per mini-batch [d] to A, [s l_S] and [G_B] to C, its own update;
     every L iterations (SQN) S_H and [h]; after each epoch C's stop flag and the evaluation of the joint model
     from A's scores (evaluation messages).
@@ -863,7 +986,7 @@ def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: Proto
         raise ValueError(f"party {party.name!r} is the Paillier protocols' guest but holds no labels")
     ep = _CountedEndpoint(endpoint)
     guest = GuestRole(party, ep, params=params, host=host, rng=rng,
-                      hessian_per_iteration=hessian_per_iteration, hessian_sample=hessian_sample)
+                      hessian_per_iteration=hessian_per_iteration, hessian_sample=hessian_sample, layout=layout)
     history = History(algorithm)
     traffic = []
     y = party.y
@@ -910,7 +1033,7 @@ def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: Proto
 
 def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, params: ProtocolParams,
                      masked: bool, n_rows: int, curvature: Curvature | None,
-                     hessian_sample: int | None) -> dict:
+                     hessian_sample: int | None, layout: Layout | None) -> dict:
     """Coordinator C: generates the key pair (the private key never leaves this program) and sends the public
     key; per mini-batch decrypts the batch loss and the gradients, returns the masked gradients or the steps;
     every L iterations (SQN) forms a curvature pair; after each epoch FATE's stop flag to A and B.
@@ -920,7 +1043,7 @@ def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, 
     (SQN) the curvature pairs formed and skipped.
     """
     ep = _CountedEndpoint(endpoint)
-    arbiter = ArbiterRole(ep, params=params, host=host, guest=guest, curvature=curvature)
+    arbiter = ArbiterRole(ep, params=params, host=host, guest=guest, curvature=curvature, layout=layout)
     arbiter.publish_key()
     ep.take()
     sizes = batch_sizes(n_rows, params.batch_size)
@@ -969,17 +1092,19 @@ def roles(public: Public, params: ProtocolParams, *, rng: np.random.Generator, a
     _check_sizes(params, rows, hessian_sample)
     hessian = 0.0 if curvature is None else (hessian_sample or params.batch_size) / curvature.L
     every = None if curvature is None else curvature.L
+    layout = packing_layout(params, max(params.batch_size, hessian_sample or 0))
     return [
         Role(guest, _guest_program, guest,
              {"host": host, "params": params, "algorithm": algorithm, "rng": rng.spawn(1)[0],
               "masked": masked, "curvature_every": every, "hessian_sample": hessian_sample,
-              "hessian_per_iteration": hessian}),
+              "hessian_per_iteration": hessian, "layout": layout}),
         Role(host, _host_program, host,
              {"guest": guest, "params": params, "masked": masked, "curvature_every": every,
-              "sampled_hessian": hessian_sample is not None, "hessian_per_iteration": hessian}),
+              "sampled_hessian": hessian_sample is not None, "hessian_per_iteration": hessian,
+              "layout": layout}),
         Role(ARBITER, _arbiter_program, None,
              {"host": host, "guest": guest, "params": params, "masked": masked, "n_rows": rows,
-              "curvature": curvature, "hessian_sample": hessian_sample}),
+              "curvature": curvature, "hessian_sample": hessian_sample, "layout": layout}),
     ]
 
 
@@ -1026,6 +1151,7 @@ def assemble(public: Public, params: ProtocolParams, results: dict[str, Any], *,
         iterations=iterations, n_parameters=n_params,
         seconds_per_epoch=sum(r["seconds"] for r in records) / len(records),
         ab_ciphertexts_per_iteration=per_iteration("ab_ciphertexts"),
+        ab_ciphertexts_per_iteration_unpacked=per_iteration("ab_ciphertexts_unpacked"),
         ab_bytes_per_iteration=per_iteration("ab_bytes"),
         arbiter_ciphertexts_per_iteration=per_iteration("arbiter_ciphertexts"),
         arbiter_bytes_per_iteration=per_iteration("arbiter_bytes"),

@@ -841,6 +841,22 @@ class EncryptedVector:
 
     __radd__ = __add__
 
+    def add_encoded(self, ints: Any) -> "EncryptedVector":
+        """Add signed integers already encoded at this vector's scale (one per element; e.g. packed slots).
+
+        Raises
+        ------
+        EncodingOverflowError
+            When an integer exceeds the safe range :attr:`PublicKey.max_int`.
+        """
+        encoded = [_as_int(v, "ints") for v in np.atleast_1d(np.asarray(ints, dtype=object))]
+        if len(encoded) != len(self):
+            raise ValueError(f"add_encoded needs {len(self)} integers, got {len(encoded)}")
+        if encoded and max(abs(m) for m in encoded) > self._pk.max_int:
+            raise EncodingOverflowError(f"an encoded integer exceeds the safe range "
+                                        f"2^{self._pk.bits - GUARD_BITS} of this {self._pk.bits}-bit key")
+        return self._add_encoded(encoded)
+
     def _add_encoded(self, encoded: np.ndarray) -> "EncryptedVector":
         """Add signed integers already encoded at this vector's scale."""
         pk = self._pk
