@@ -1,55 +1,99 @@
-"""One epoch of the encrypted SGD protocol on Credit 1: ours against per-element phe, and against the floor.
+"""One epoch of encrypted SGD on Credit 1: ours unpacked and packed, phe, and a floor, in one run.
 
-(b) Encrypted SGD (:mod:`ppml.algorithms.paillier_sgd`, Hardy et al.'s masked flow) on the prepared Credit 1
-    data (``data/prepared/default_credit``):
+Encrypted SGD (:mod:`ppml.algorithms.paillier_sgd`, Hardy et al.'s masked flow, ``update_at: parties``) on
+the prepared Credit 1 data (``data/prepared/default_credit``; synthetic data of its shape with ``--quick``
+when they are absent). One key pair (DJN) serves every run; the coordinator, which makes its own pair in a
+real run, is handed it (:func:`coordinator_keys`), so key generation stays out of the timing. Printed side by
+side, and written with ``--json FILE``:
 
-    - ours, one full epoch: background precomputation as configured (``--workers``), wall and CPU seconds;
-    - ours and a per-element python-paillier implementation of the same protocol (the same messages, one
-      ``phe.EncryptedNumber`` per value, phe's own r^n obfuscation) on the first ``--batches`` mini-batches,
-      single process; the phe time is scaled to an epoch (every batch does the same work). phe's result is
-      checked against plain numpy Taylor-loss SGD on the same batches.
+1. **Ours, one core.** For each ``--frac-bits`` (16, Table 1's setting, and 23, FATE's default) unpacked
+   (``packing: 1``) and packed (``packing: "auto"``, the largest t rows per ciphertext the key allows), one
+   full epoch (or, with ``--ours-batches N``, the first N mini-batches scaled to an epoch), the three role
+   programs in this process with ``precompute_workers: 0``: the CPU seconds of this process are the
+   protocol's whole per-core cost (every party's work, evaluation after the epoch included). The packed and
+   unpacked models are checked to be equal bit for bit.
+2. **Ours, wall with workers** (labelled apart): the same epochs at the first ``--frac-bits`` with
+   ``precompute_workers: --workers`` (a background obfuscator process per data party): wall seconds, and the
+   CPU seconds of this process and its finished workers. On a 2-core machine this is what a run waits for,
+   not what it costs.
+3. **phe, one core.** A per-element python-paillier implementation of the same masked protocol (the same
+   messages, one ``phe.EncryptedNumber`` per value, phe's own r^n obfuscation, unpacked) on the first
+   ``--batches`` mini-batches, scaled to an epoch (every batch does the same work), at the first
+   ``--frac-bits``; its model is checked against plain numpy Taylor-loss SGD on the same batches. Ratios
+   phe / ours are of one-core CPU seconds per epoch.
+4. **A floor the code cannot beat**, per configuration (t = 1 and the packed t): the protocol's unavoidable
+   operations per epoch, each priced at the best per-operation cost measured in this run:
 
-(c) The floor: the modular exponentiations the protocol needs per epoch (fresh obfuscators; one short
-    exponentiation per feature entry of the gradients and per row of the loss; two half-size ones per
-    decryption), times the measured cost of one, against ours. The bucket multi-exponentiation can go below
-    "one exponentiation per entry", so ours / floor may be below 1 for that part.
+   - fresh obfuscators, one per ciphertext of every fresh encryption or re-randomization the protocol
+     requires, per batch of s rows: ceil(s/t) for [u_A], ceil(s/t) for the re-randomized [d], and the
+     unpacked ones, A's squares (s per-row ciphertexts or 1 sum) and A's penalty (1); priced at an
+     obfuscator from the widest DJN table (``PublicKey.build_table(MAX_DJN_WINDOW)``, 16-bit digits; the
+     protocol's workers use 12 and in-line encryption 8, so ours cannot be cheaper per obfuscator);
+   - decryptions, one per gradient entry (d_A + d_B + 1 with the intercept) and one per loss ciphertext per
+     batch; priced at a CRT decryption by ``PrivateKey.decrypt_encoded`` on a vector;
+   - one modular multiplication mod n^2 per non-zero entry of X_S (both parties' features and the
+     intercept column) and per entry of the loss's column u_B/4 - y/2 (non-zero almost surely), i.e. at
+     least one product to bring each term into the encrypted X^T [d] and the loss; priced at a gmpy2
+     ``a * b % n^2`` timed in a tight Python loop.
 
-Ours runs as the protocol's role programs in this process (:func:`ppml.algorithms.paillier_sgd.fit`); its
-coordinator, which makes its own key pair in a real run, is handed the pair phe uses (:func:`coordinator_keys`),
-so that both sides work under one key and key generation (a random search for primes) stays out of the timing.
+   It leaves out everything else ours pays: the rest of each exponentiation (frac_bits-long exponents cost
+   more than one product per term, even by bucket multi-exponentiation), packing's Horner shifts (t - 1
+   powerings by 2^B per product column) and slot masks, the unpacked masked mode's encryptions of its
+   gradient masks (a plaintext mask needs no obfuscator), the product that joins an obfuscator to its
+   plaintext or ciphertext, the homomorphic sums and scalings that form [d] and the loss, encoding,
+   decoding and range checks, messages, the per-epoch evaluation, table building and all Python overhead.
+   ours / floor (one-core CPU) must be >= 1: the bench says so and exits with status 1 if it is not, since
+   then the floor is wrong.
 
-Bench (a), the primitives, is ``bench/paillier_crypto.py``. Usage:
-``python bench/paillier.py [--quick] [--data data/prepared/default_credit] [--bits 2048] [--batches 2]
-[--rows N]``. ``--quick`` (for the test suite): a 1024-bit key, batches of 200 and the first 1,000 training
-rows, on synthetic data of Credit 1's shape when the prepared data are missing.
+Also printed: FATE's own published per-epoch time for its hetero (coordinated) LR, as a labelled reference
+line with its source (:data:`FATE_REFERENCE`; a different shape, key length unstated, 2 x 16 cores), and the
+load average before and after. Bench (a), the primitives, is ``bench/paillier_crypto.py``.
+
+Usage: ``python bench/paillier.py [--quick] [--data data/prepared/default_credit] [--bits 2048]
+[--batches 2] [--batch-size 1000] [--rows N] [--frac-bits 16,23] [--workers 1] [--squares sum]
+[--ours-batches N] [--json FILE]``. ``--quick`` (for the test suite): a 1024-bit key, batches of 200, the
+first 1,000 training rows, ``--frac-bits 16`` (packed t = 3 at 1024 bits). The floor's 16-bit table takes
+about 2.3 GB at 2048 bits (0.6 GB at 1024) while it is measured; the full run takes about 7 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
+import os
 import resource
 import secrets
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import gmpy2
 import numpy as np
 import phe
 
-from ppml.algorithms import paillier_sgd
+from ppml.algorithms import _hetero_lr, paillier_sgd
 from ppml.crypto import paillier
-from ppml.crypto.paillier import KeyLengthWarning, PublicKey, generate_keypair
+from ppml.crypto.paillier import MAX_DJN_WINDOW, KeyLengthWarning, PublicKey, generate_keypair
 from ppml.data.prepared import load_prepared
 from ppml.history import ConvergenceWarning
 from ppml.parties import Party
 
 ETA, LAM = 0.15, 0.01
-QUICK = {"bits": 1024, "batch_size": 200, "batches": 2, "rows": 1000}
+QUICK = {"bits": 1024, "batch_size": 200, "batches": 2, "rows": 1000, "frac_bits": "16"}
+
+#: FATE's published figure (FATE-v2.0.0 performance document), quoted as given; not the same shape or machine.
+FATE_REFERENCE = {
+    "url": "https://github.com/FederatedAI/FATE/blob/master/doc/2.0/fate/performance.md",
+    "text": ("FATE's docs: Hetero-Coordinated-LR 2m16s/epoch on FATE-v2.0.0 (2m41s/epoch on v1.11.4); guest "
+             "100,000 rows x 30 features, host 100,000 x 300; 2 hosts, 16 cores used on each, 1 Gb LAN; key "
+             "length and batch size not stated"),
+    "numbers": {"seconds_per_epoch_v2_0_0": 136.0, "seconds_per_epoch_v1_11_4": 161.0, "rows": 100000,
+                "guest_features": 30, "host_features": 300, "cores_used": 32},
+}
 
 
 def cpu_seconds() -> float:
@@ -91,18 +135,60 @@ def coordinator_keys(keys) -> Iterator[None]:
         paillier.generate_keypair = made
 
 
-def ours(parties: list[Party], keys, *, batch_size: int, workers: int,
-         squares: str) -> tuple[float, float, int]:
-    """(wall s, CPU s, iterations) of one epoch of our protocol, its three role programs in this process."""
-    params = paillier_sgd.Params(batch_size=batch_size, key_bits=keys[0].bits, eta=ETA, lam=LAM, max_epochs=1,
-                                 precompute_workers=workers, host_squares=squares, scheme=keys[0].scheme)
+def progress(message: str) -> None:
+    """A line on stderr as each measurement ends (the report itself is printed at the end)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def params_for(keys, *, batch_size: int, workers: int, squares: str, packing: int | str,
+               frac_bits: int) -> paillier_sgd.Params:
+    """The protocol parameters of one bench run (one epoch, the bench's eta and lam)."""
+    return paillier_sgd.Params(batch_size=batch_size, key_bits=keys[0].bits, eta=ETA, lam=LAM, max_epochs=1,
+                               precompute_workers=workers, host_squares=squares, scheme=keys[0].scheme,
+                               packing=packing, frac_bits=frac_bits)
+
+
+def slots_of(params: paillier_sgd.Params) -> int:
+    """t, the rows per ciphertext that ``params.packing`` resolves to (1 when unpacked)."""
+    layout = _hetero_lr.packing_layout(params, params.batch_size)
+    return 1 if layout is None else layout.slots
+
+
+def ours(parties: list[Party], keys, *, batch_size: int, workers: int, squares: str, packing: int | str,
+         frac_bits: int) -> dict[str, Any]:
+    """One epoch of our protocol, its three role programs in this process.
+
+    Parameters
+    ----------
+    parties : list of Party
+        Guest and host (the epoch covers all their training rows).
+    keys : tuple of PublicKey, PrivateKey
+        The pair the coordinator uses; each run gets a fresh copy of the public key (no table or pooled
+        obfuscators carried over from another run).
+    batch_size, workers, squares, packing, frac_bits
+        ``batch_size``, ``precompute_workers``, ``host_squares``, ``packing`` and ``frac_bits``.
+
+    Returns
+    -------
+    dict
+        ``wall`` and ``cpu`` seconds (CPU of this process and of its finished workers), ``iterations``,
+        ``slots`` (t) and the final ``weights`` (host block, then guest block).
+    """
+    pk, sk = keys
+    keys = (PublicKey(pk.n, scheme=pk.scheme, h_s=pk.h_s), sk)
+    params = params_for(keys, batch_size=batch_size, workers=workers, squares=squares, packing=packing,
+                        frac_bits=frac_bits)
     network = paillier_sgd.network_for(parties, params, rng=None)
     start, cpu = time.perf_counter(), cpu_seconds()
     with warnings.catch_warnings(), coordinator_keys(keys):
         warnings.simplefilter("ignore", ConvergenceWarning)  # one epoch, on purpose
         warnings.simplefilter("ignore", KeyLengthWarning)  # --quick's short key, on purpose
         history = paillier_sgd.fit(parties, network, params, rng=np.random.default_rng(0))
-    return time.perf_counter() - start, cpu_seconds() - cpu, history.final["iterations"]
+    wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    weights = history.extra["weights"]
+    host, guest = parties[1].name, parties[0].name
+    return {"wall": wall, "cpu": cpu, "iterations": history.final["iterations"], "slots": slots_of(params),
+            "weights": np.concatenate([weights[host], weights[guest]])}
 
 
 def phe_epoch(guest: Party, host: Party, pk: phe.PaillierPublicKey, sk: phe.PaillierPrivateKey, *,
@@ -167,6 +253,7 @@ def phe_epoch(guest: Party, host: Party, pk: phe.PaillierPublicKey, sk: phe.Pail
 
 
 def numpy_epoch(guest: Party, host: Party, batches: list[np.ndarray]) -> np.ndarray:
+    """Plain Taylor-loss SGD on the same batches (the reference phe's model is checked against)."""
     X = np.hstack([host.X, guest.X, np.ones((guest.n_samples, 1))])
     y = 2.0 * guest.y - 1.0
     penalized = np.r_[np.ones(X.shape[1] - 1), 0.0]
@@ -177,35 +264,57 @@ def numpy_epoch(guest: Party, host: Party, batches: list[np.ndarray]) -> np.ndar
     return w
 
 
-def floor_seconds(pk: PublicKey, sk, parties: list[Party], *, batch_size: int, frac_bits: int,
-                  squares: str) -> tuple[dict[str, int], dict[str, float]]:
-    """Exponentiations one epoch needs, by kind, and the measured seconds of one of each kind."""
-    guest, host = parties
-    n, batches = guest.n_samples, math.ceil(guest.n_samples / batch_size)
-    d = host.n_features + guest.n_features + 1
-    counts = {
-        # [u_A] and [d] per row, the squares per row or per batch, the penalty and the masks per batch
-        "obfuscation": 2 * n + (n if squares == "rows" else batches) + batches * (1 + d),
-        "short exponentiation": n * (d + 1),  # gradient entries and the loss's cross term
-        "decryption": batches * (d + 1),
-    }
-    rng = np.random.default_rng(0)
-    X = np.hstack([host.X, guest.X])
-    exps = [abs(int(e)) for e in pk.encode(X[rng.integers(0, n, 200), rng.integers(0, X.shape[1], 200)],
-                                           frac_bits=frac_bits) if e]
-    enc = pk.encrypt(rng.normal(size=200), frac_bits=frac_bits)
+def floor_counts(guest: Party, host: Party, *, batch_size: int, slots: int, squares: str) -> dict[str, int]:
+    """The protocol's unavoidable operations in one epoch over all rows, with t = `slots` rows per ciphertext.
+
+    Returns
+    -------
+    dict
+        ``obfuscators`` (per batch of s rows: 2 ceil(s/t) for [u_A] and the re-randomized [d], plus A's
+        squares, s or 1, and A's penalty, 1), ``decryptions`` (per batch: d_A + d_B + 1 gradient entries and
+        the loss) and ``mulmods`` (non-zero entries of X_A, X_B and the intercept column, plus one loss
+        coefficient per row).
+    """
+    n = guest.n_samples
+    sizes = _hetero_lr.batch_sizes(n, batch_size)
+    obfuscators = sum(2 * -(-s // slots) + (s if squares == "rows" else 1) + 1 for s in sizes)
+    decryptions = len(sizes) * (host.n_features + guest.n_features + 1 + 1)
+    mulmods = int(np.count_nonzero(host.X)) + int(np.count_nonzero(guest.X)) + n + n
+    return {"obfuscators": obfuscators, "decryptions": decryptions, "mulmods": mulmods}
+
+
+def best_costs(pk: PublicKey, sk, *, samples: int, repeats: int = 3) -> tuple[dict[str, float], float]:
+    """The best (smallest over `repeats`) CPU seconds of one operation of each kind the floor counts.
+
+    An obfuscator from a fresh copy of `pk` with the widest table (``build_table(MAX_DJN_WINDOW)``, whose
+    building is timed apart and returned second); a multiplication mod n^2 by gmpy2 in a tight loop; a CRT
+    decryption by ``PrivateKey.decrypt_encoded`` on a vector of `samples` ciphertexts.
+    """
+    wide = PublicKey(pk.n, scheme=pk.scheme, h_s=pk.h_s)
+    start = time.process_time()
+    wide.build_table(MAX_DJN_WINDOW)
+    build = time.process_time() - start
+    cost = {"obfuscators": math.inf, "mulmods": math.inf, "decryptions": math.inf}
+    for _ in range(repeats):
+        start = time.process_time()
+        wide.precompute(samples)
+        cost["obfuscators"] = min(cost["obfuscators"], (time.process_time() - start) / samples)
+    del wide  # the table: 2^16 elements of Z_{n^2} per 16-bit digit of alpha (about 2 GiB at 2048 bits)
     nsq = gmpy2.mpz(pk.nsquare)
-    start = time.process_time()
-    pk.encrypt(np.zeros(200), frac_bits=0)
-    cost = {"obfuscation": (time.process_time() - start) / 200}
-    start = time.process_time()
-    for c, e in zip(enc.ciphertexts, exps):
-        gmpy2.powmod(c, e, nsq)
-    cost["short exponentiation"] = (time.process_time() - start) / len(exps)
-    start = time.process_time()
-    sk.decrypt(enc)
-    cost["decryption"] = (time.process_time() - start) / 200
-    return counts, cost
+    a, b = gmpy2.mpz(secrets.randbelow(pk.nsquare)), gmpy2.mpz(secrets.randbelow(pk.nsquare))
+    loops = 50 * samples
+    for _ in range(repeats):
+        x = a
+        start = time.process_time()
+        for _ in range(loops):
+            x = x * b % nsq
+        cost["mulmods"] = min(cost["mulmods"], (time.process_time() - start) / loops)
+    vector = pk.encrypt(np.random.default_rng(0).normal(size=samples), frac_bits=16)
+    for _ in range(repeats):
+        start = time.process_time()
+        sk.decrypt_encoded(vector)
+        cost["decryptions"] = min(cost["decryptions"], (time.process_time() - start) / samples)
+    return cost, build
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,21 +324,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="data/prepared/default_credit")
     parser.add_argument("--bits", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--batches", type=int, default=2, help="mini-batches of the side-by-side comparison")
+    parser.add_argument("--batches", type=int, default=2,
+                        help="mini-batches of the phe run (scaled to an epoch)")
+    parser.add_argument("--ours-batches", type=int, default=0,
+                        help="time ours on the first N mini-batches scaled to an epoch (0: one full epoch)")
     parser.add_argument("--rows", type=int, help="use the first ROWS training rows only (default: all)")
-    parser.add_argument("--workers", type=int, default=1, help="precompute_workers of the full-epoch run")
+    parser.add_argument("--frac-bits", default="16,23", help="comma-separated frac_bits; the first one is "
+                                                             "also the phe run's and the workers run's")
+    parser.add_argument("--workers", type=int, default=1, help="precompute_workers of the wall-clock runs")
     parser.add_argument("--squares", choices=("rows", "sum"), default="sum", help="host_squares")
+    parser.add_argument("--json", type=Path, help="write every number to this file")
     args = parser.parse_args(argv)
     if args.quick:
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)  # the quick sizes, unless given explicitly
-    frac_bits = paillier_sgd.Params().frac_bits
+    fracs = [int(f) for f in str(args.frac_bits).split(",")]
+    load_before = os.getloadavg()
     if Path(args.data, "manifest.json").exists():
         _, parties, _ = load_prepared(args.data)
-        source = f"Credit 1 ({args.data})"
+        source, synthetic = f"Credit 1 ({args.data})", 0
     elif args.quick:
         parties = synthetic_credit(args.rows)
-        source = f"synthetic data of Credit 1's shape ({args.data} not prepared)"
+        source, synthetic = f"synthetic data of Credit 1's shape ({args.data} not prepared)", 1
     else:
         print(f"{args.data}: no prepared data; run `dvc repro prepare@default_credit` first", file=sys.stderr)
         return 2
@@ -239,44 +355,141 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", KeyLengthWarning)  # --quick's short key, on purpose
         pk, sk = generate_keypair(args.bits, scheme="djn")
-    textbook = (PublicKey(pk.n, scheme="textbook"), sk)
+    keys = (pk, sk)
     n_batches = math.ceil(guest.n_samples / args.batch_size)
+    mask_bits = paillier_sgd.Params().mask_bits
     print(f"{source}: {guest.n_samples} rows, {host.n_features} + {guest.n_features} features + intercept; "
-          f"{args.bits}-bit key; |S| = {args.batch_size} ({n_batches} batches per epoch); host_squares = "
-          f"{args.squares}")
+          f"{args.bits}-bit DJN key; |S| = {args.batch_size} ({n_batches} batches per epoch); host_squares = "
+          f"{args.squares}; update_at = parties (masked); mask_bits = {mask_bits}")
+    print(f"load average before: {' '.join(f'{v:.2f}' for v in load_before)}")
+    out: dict[str, Any] = {}
 
-    # (b) side by side on the first batches, one process each
-    rows = args.batches * args.batch_size
+    # 1. ours on one core: every configuration, one epoch (or the first --ours-batches scaled)
+    timed_parties, scale = parties, 1.0
+    if args.ours_batches:
+        timed_parties = [head(p, args.ours_batches * args.batch_size) for p in parties]
+        scale = n_batches / math.ceil(timed_parties[0].n_samples / args.batch_size)
+    configs = [(packing, f) for f in fracs for packing in (1, "auto")]
+    one_core: dict[tuple, dict] = {}
+    for packing, f in configs:
+        run = ours(timed_parties, keys, batch_size=args.batch_size, workers=0, squares=args.squares,
+                   packing=packing, frac_bits=f)
+        run["cpu_epoch"], run["wall_epoch"] = run["cpu"] * scale, run["wall"] * scale
+        one_core[packing, f] = run
+        progress(f"ours one core, packing {packing} (t={run['slots']}), frac_bits {f}: "
+                 f"CPU {run['cpu']:.1f} s")
+    for f in fracs:
+        same = np.array_equal(one_core[1, f]["weights"], one_core["auto", f]["weights"])
+        assert same, f"frac_bits {f}: the packed model differs from the unpacked one"
+
+    # 2. ours, wall with the background obfuscator workers
+    with_workers = {packing: ours(parties, keys, batch_size=args.batch_size, workers=args.workers,
+                                  squares=args.squares, packing=packing, frac_bits=fracs[0])
+                    for packing in (1, "auto")}
+    progress("ours with workers: " + ", ".join(f"t={r['slots']} wall {r['wall']:.1f} s"
+                                              for r in with_workers.values()))
+
+    # 3. phe on the first --batches batches, one process, scaled to an epoch
+    rows = min(args.batches * args.batch_size, guest.n_samples)
     few = [head(p, rows) for p in parties]
     batches = [np.arange(i, min(i + args.batch_size, rows)) for i in range(0, rows, args.batch_size)]
-    djn_wall, djn_cpu, _ = ours(few, (pk, sk), batch_size=args.batch_size, workers=0, squares=args.squares)
-    tb_wall, tb_cpu, _ = ours(few, textbook, batch_size=args.batch_size, workers=0, squares=args.squares)
-    phe_pk = phe.PaillierPublicKey(pk.n)
     start, cpu = time.perf_counter(), cpu_seconds()
-    phe_w = phe_epoch(few[0], few[1], phe_pk, sk.phe_key, batches=batches, frac_bits=frac_bits,
-                      squares=args.squares)
+    phe_w = phe_epoch(few[0], few[1], phe.PaillierPublicKey(pk.n), sk.phe_key, batches=batches,
+                      frac_bits=fracs[0], squares=args.squares)
     phe_wall, phe_cpu = time.perf_counter() - start, cpu_seconds() - cpu
     gap = float(np.max(np.abs(phe_w - numpy_epoch(few[0], few[1], batches))))
     assert gap < 1e-5, f"the phe protocol drifted from the numpy reference by {gap:.2e}"
-    scale = n_batches / args.batches
-    print(f"(b) {args.batches} batches, CPU s (one process): phe {phe_cpu:.1f} | ours textbook {tb_cpu:.1f} "
-          f"(x{phe_cpu / tb_cpu:.1f}) | ours djn {djn_cpu:.1f} (x{phe_cpu / djn_cpu:.1f}); "
-          f"phe = numpy to {gap:.1e}")
-    print(f"    per epoch (scaled x{scale:.1f}): phe {phe_cpu * scale / 60:.1f} min, ours djn "
-          f"{djn_cpu * scale / 60:.1f} min")
+    phe_scale = n_batches / len(batches)
+    phe_epoch_cpu = phe_cpu * phe_scale
+    progress(f"phe, {len(batches)} batches: CPU {phe_cpu:.1f} s")
 
-    wall, cpu, iterations = ours(parties, (pk, sk), batch_size=args.batch_size, workers=args.workers,
-                                 squares=args.squares)
-    print(f"    ours, full epoch ({iterations} iterations, precompute_workers={args.workers}): "
-          f"wall {wall:.1f} s, CPU {cpu:.1f} s; phe / ours (wall) x{phe_wall * scale / wall:.1f}")
+    # 4. the floor
+    cost, build = best_costs(pk, sk, samples=500 if args.bits <= 1024 else 1000)
+    floors: dict[int, dict] = {}
+    for run in one_core.values():
+        t = run["slots"]
+        if t not in floors:
+            counts = floor_counts(guest, host, batch_size=args.batch_size, slots=t, squares=args.squares)
+            floors[t] = {**counts, "seconds": sum(counts[k] * cost[k] for k in counts)}
+    load_after = os.getloadavg()
 
-    # (c) the floor
-    counts, cost = floor_seconds(pk, sk, parties, batch_size=args.batch_size, frac_bits=frac_bits,
-                                 squares=args.squares)
-    floor = sum(counts[k] * cost[k] for k in counts)
-    detail = ", ".join(f"{counts[k]} {k}s x {cost[k] * 1e3:.3f} ms" for k in counts)
-    print(f"(c) floor per epoch: {detail} = {floor:.1f} s; ours CPU / floor x{cpu / floor:.2f}")
-    return 0
+    # the report
+    scaled = "one full epoch" if scale == 1 else f"first {args.ours_batches} batches x {scale:.1f}"
+    print(f"\n1. ours, ONE CORE (precompute_workers=0, all three roles in this process; CPU s per epoch, "
+          f"{scaled}); 3. phe / ours; 4. ours / floor")
+    print(f"   {'configuration':<25}{'t':>3}{'frac':>6}{'CPU s':>10}{'wall s':>9}{'floor s':>9}"
+          f"{'ours/floor':>12}{'phe/ours':>10}")
+    violated = []
+    for (packing, f), run in one_core.items():
+        floor = floors[run["slots"]]["seconds"]
+        run["over_floor"] = run["cpu_epoch"] / floor
+        run["phe_over"] = phe_epoch_cpu / run["cpu_epoch"] if f == fracs[0] else None
+        if run["over_floor"] < 1:
+            violated.append((packing, f))
+        name = "unpacked (packing 1)" if packing == 1 else 'packed (packing "auto")'
+        phe_ratio = "" if run["phe_over"] is None else f"{run['phe_over']:.1f}"
+        print(f"   {name:<25}{run['slots']:>3}{f:>6}{run['cpu_epoch']:>10.1f}{run['wall_epoch']:>9.1f}"
+              f"{floor:>9.1f}{run['over_floor']:>12.2f}{phe_ratio:>10}")
+    print("   (packed and unpacked models equal bit for bit at every frac_bits)")
+    print(f"2. ours, WALL with background obfuscator workers (precompute_workers={args.workers} per data "
+          f"party; frac_bits {fracs[0]}; one full epoch; CPU includes the workers'):")
+    for packing, run in with_workers.items():
+        name = "unpacked" if packing == 1 else f"packed t={run['slots']}"
+        print(f"   {name:<14} wall {run['wall']:.1f} s, CPU {run['cpu']:.1f} s; phe one core / ours wall "
+              f"x{phe_epoch_cpu / run['wall']:.1f}")
+    print(f"3. phe, one core, per element (frac_bits {fracs[0]}, unpacked): {len(batches)} batches CPU "
+          f"{phe_cpu:.1f} s (wall {phe_wall:.1f} s), per epoch x{phe_scale:.1f} = {phe_epoch_cpu:.1f} s "
+          f"({phe_epoch_cpu / 60:.1f} min); phe = numpy to {gap:.1e}")
+    print(f"4. floor per epoch = counts x best measured costs: obfuscator {cost['obfuscators'] * 1e3:.3f} ms "
+          f"(DJN table window {MAX_DJN_WINDOW}, built in {build:.1f} s, not counted), mulmod mod n^2 "
+          f"{cost['mulmods'] * 1e6:.2f} us (gmpy2 tight loop), CRT decryption "
+          f"{cost['decryptions'] * 1e3:.3f} ms "
+          f"(decrypt_encoded on a vector)")
+    for t, floor in floors.items():
+        parts = " + ".join(f"{floor[k]} {k} ({floor[k] * cost[k]:.1f} s)"
+                           for k in ("obfuscators", "mulmods", "decryptions"))
+        print(f"   t={t}: {parts} = {floor['seconds']:.1f} s")
+    print("   counts: obfuscators of [u_A] and re-randomized [d] (ceil(s/t) each per batch), A's squares and "
+          "penalty; one mulmod per non-zero of X_S and per loss coefficient; one decryption per gradient "
+          "entry and per loss. Left out: the rest of every exponentiation, Horner shifts and slot masks, "
+          "mask encryptions, obfuscator joins, sums/scalings, encoding, messages, evaluation, Python "
+          "overhead.")
+    if violated:
+        print(f"   FLOOR VIOLATED: ours / floor < 1 for {violated}: the floor counts something ours does not "
+              f"need, so the floor is wrong")
+    print(f"reference: {FATE_REFERENCE['text']} ({FATE_REFERENCE['url']}); not comparable in shape or "
+          f"machine")
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in load_after)}")
+
+    if args.json is not None:
+        out = {
+            "setup": {"key_bits": args.bits, "rows": guest.n_samples, "batch_size": args.batch_size,
+                      "batches_per_epoch": n_batches, "host_features": host.n_features,
+                      "guest_features": guest.n_features, "mask_bits": mask_bits, "synthetic_data": synthetic,
+                      "host_squares_per_row": int(args.squares == "rows"), "ours_scale": scale,
+                      "workers": args.workers},
+            "load_average": {"before_1min": load_before[0], "before_5min": load_before[1],
+                             "before_15min": load_before[2], "after_1min": load_after[0],
+                             "after_5min": load_after[1], "after_15min": load_after[2]},
+            "ours_one_core": {f"{'unpacked' if p == 1 else 'packed'}_frac{f}": {
+                "packing_t": r["slots"], "frac_bits": f, "cpu_seconds_epoch": r["cpu_epoch"],
+                "wall_seconds_epoch": r["wall_epoch"], "iterations": r["iterations"],
+                "floor_seconds": floors[r["slots"]]["seconds"], "ours_over_floor": r["over_floor"],
+                **({} if r["phe_over"] is None else {"phe_over_ours": r["phe_over"]})}
+                for (p, f), r in one_core.items()},
+            "ours_with_workers": {"unpacked" if p == 1 else "packed": {
+                "packing_t": r["slots"], "frac_bits": fracs[0], "wall_seconds_epoch": r["wall"],
+                "cpu_seconds_with_workers": r["cpu"], "iterations": r["iterations"],
+                "phe_one_core_over_wall": phe_epoch_cpu / r["wall"]} for p, r in with_workers.items()},
+            "phe": {"frac_bits": fracs[0], "batches": len(batches), "cpu_seconds_batches": phe_cpu,
+                    "wall_seconds_batches": phe_wall, "cpu_seconds_epoch": phe_epoch_cpu, "scale": phe_scale,
+                    "max_gap_to_numpy": gap},
+            "floor": {"cost_seconds": cost, "table_window": MAX_DJN_WINDOW, "table_build_seconds": build,
+                      **{f"t{t}": {**floor, "packing_t": t} for t, floor in floors.items()}},
+            "fate_reference": FATE_REFERENCE["numbers"],
+        }
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 1 if violated else 0
 
 
 if __name__ == "__main__":

@@ -5,6 +5,12 @@ three-organization walkthrough).
     python -m ppml.party --experiment NAME --party PARTY --peers peers.yaml [--params params.yaml]
                          [--data DIR] [--out DIR]
 
+With ``--prepare``, the party prepares its own shard of a dataset from its own raw file instead, aligning ids
+with the dataset's other parties over the same links (:mod:`ppml.data.party_prepare`):
+
+    python -m ppml.party --prepare --dataset KEY (or --experiment NAME) --party PARTY --peers peers.yaml
+                         --raw FILE [--out DIR] [--params params.yaml] [--holding dealt|own]
+
 Exit status: 0 done, 2 bad input (named by file and key), 1 the run failed (a peer unreachable, refused, failed
 or gone; named).
 """
@@ -24,7 +30,7 @@ from ppml.network.party import fail_line, run_party
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ppml.party", description=__doc__.splitlines()[0])
-    parser.add_argument("--experiment", required=True, help="the experiment of params.yaml to run")
+    parser.add_argument("--experiment", help="the experiment of params.yaml to run (with --prepare: its dataset)")
     parser.add_argument("--party", required=True, help="this process's party (its address in the run)")
     parser.add_argument("--peers", required=True, help="the peers file: addresses, CA, this party's certificate")
     parser.add_argument("--params", default="params.yaml")
@@ -33,8 +39,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT,
                         help=f"seconds to link to every peer (default {CONNECT_TIMEOUT:g})")
     parser.add_argument("--result", help=argparse.SUPPRESS)  # the local launcher's pickle of every output
+    prepare = parser.add_argument_group("prepare (each party its own data)")
+    prepare.add_argument("--prepare", action="store_true", help="prepare this party's shard instead of training")
+    prepare.add_argument("--dataset", help="the dataset of params.yaml to prepare")
+    prepare.add_argument("--raw", help="this party's raw CSV file (its id column; the label holder's also the label)")
+    prepare.add_argument("--holding", choices=("dealt", "own"), default="dealt",
+                         help="dealt (default): the prepare stage's shards, from files sharing one id column; "
+                              "own: each file is its party's own table")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {args.party} %(name)s: %(message)s")
+    if args.prepare:
+        return _prepare(parser, args)
+    if args.experiment is None:
+        parser.error("--experiment is required (or --prepare)")
     try:
         run_party(experiment=args.experiment, party=args.party, peers_file=args.peers, params_file=args.params,
                   data_dir=args.data, out_dir=args.out, result_file=args.result,
@@ -46,6 +63,36 @@ def main(argv: list[str] | None = None) -> int:
         print(fail_line(args.party, exc), file=sys.stderr)
         return 1
     return 0
+
+
+def _prepare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--prepare``: this party's own shard and the manifest (:func:`ppml.data.party_prepare.prepare_party`)."""
+    from ppml.data.party_prepare import prepare_party
+
+    if (args.dataset is None) == (args.experiment is None):
+        parser.error("--prepare needs --dataset or --experiment (one of them)")
+    try:
+        dataset = args.dataset or _dataset_of(args.experiment, args.params)
+        prepare_party(dataset=dataset, party=args.party, raw_file=args.raw, peers_file=args.peers,
+                      params_file=args.params, out_dir=args.out, holding=args.holding,
+                      connect_timeout=args.connect_timeout)
+    except (FileNotFoundError, ValueError) as exc:  # ParamError, DataFormatError, AlignmentError, normalization
+        print(fail_line(args.party, exc), file=sys.stderr)
+        return 2
+    except ProtocolError as exc:
+        print(fail_line(args.party, exc), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _dataset_of(experiment: str, params_file: str) -> str:
+    """The dataset of `experiment` in the params file."""
+    from ppml.config import all_experiments, load_params
+
+    experiments = all_experiments(load_params(params_file))
+    if experiment not in experiments:
+        raise ParamError(f"{params_file}: no experiment {experiment!r} in any of the experiment sections")
+    return str(experiments[experiment][1]["dataset"])
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ import numpy as np
 
 from ppml.config import fail
 from ppml.crypto import paillier
-from ppml.crypto.packing import FACTOR_INT_BITS, Layout, layout_for
+from ppml.crypto.packing import FACTOR_INT_BITS, Layout, layout_for, max_slots
 from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
 from ppml.history import History
 from ppml.metrics import binary_metrics
@@ -165,11 +165,12 @@ class ProtocolParams:
         encryptions cost one modular product each (0, the default: encrypt in line). Results do not depend on
         it. The processes are spawned, so the program's main module must be import-safe (``if __name__ ==
         "__main__"``), as for any spawn-based multiprocessing.
-    packing : int
+    packing : int or "auto"
         Rows per ciphertext of the per-row vectors [u_A], [d] (and SQN's [X_A s_A], [h]) (1, the default: one
         each). With t > 1 the products X^T [d] run on packed ciphertexts and the slots the coordinator does
         not need are hidden by statistical masks (:mod:`ppml.crypto.packing`); models, losses and gradients
-        are the same integers as unpacked. Refused when 2t - 1 slots do not fit the key.
+        are the same integers as unpacked. Refused when 2t - 1 slots do not fit the key; ``auto`` takes the
+        largest t that fits the key, ``frac_bits``, ``mask_bits`` and the batch (or Hessian sample) size.
     mask_bits : int
         Statistical security, in bits, of the masks on packed slots (used with packing > 1).
     """
@@ -188,7 +189,7 @@ class ProtocolParams:
     shuffle: bool = False
     host_squares: Literal["rows", "sum"] = "rows"
     precompute_workers: int = field(default=0, metadata={"ge": 0})
-    packing: int = field(default=1, metadata={"ge": 1})
+    packing: int | Literal["auto"] = field(default=1, metadata={"ge": 1})
     mask_bits: int = field(default=80, metadata={"ge": 40, "le": 256})
 
     def __post_init__(self) -> None:
@@ -289,10 +290,14 @@ def check_received_key(key: Any, params: ProtocolParams, *, sender: str, receive
 def packing_layout(params: ProtocolParams, rows: int) -> Layout | None:
     """The slot layout of ``packing`` rows per ciphertext for products over at most `rows` rows (None when
     unpacked); a :class:`~ppml.config.ParamError` naming ``packing`` when it does not fit the key."""
-    if params.packing == 1:
+    slots = params.packing
+    if slots == "auto":
+        slots = max_slots(key_bits=params.key_bits, value_frac_bits=VALUE_FRAC_BITS, frac_bits=params.frac_bits,
+                          rows=rows, mask_bits=params.mask_bits)
+    if slots <= 1:
         return None
     try:
-        return layout_for(params.packing, key_bits=params.key_bits, value_frac_bits=VALUE_FRAC_BITS,
+        return layout_for(slots, key_bits=params.key_bits, value_frac_bits=VALUE_FRAC_BITS,
                           frac_bits=params.frac_bits, rows=rows, mask_bits=params.mask_bits)
     except ValueError as exc:
         fail("packing", f"{exc} (frac_bits = {params.frac_bits}, mask_bits = {params.mask_bits}, "
@@ -1146,7 +1151,9 @@ def assemble(public: Public, params: ProtocolParams, results: dict[str, Any], *,
     if key["encrypted"] and key["bits"] < paillier.DEFAULT_KEY_BITS:
         warning["key_warning"] = (f"{key['bits']}-bit Paillier key, below the default "
                                   f"{paillier.DEFAULT_KEY_BITS}")
+    layout = packing_layout(params, max(params.batch_size, hessian_sample or 0))
     history.final.update(
+        packing_slots=1 if layout is None else layout.slots,
         loss=records[-1]["loss"], taylor_objective=records[-1]["taylor_objective"], train_auc=g["train_auc"],
         iterations=iterations, n_parameters=n_params,
         seconds_per_epoch=sum(r["seconds"] for r in records) / len(records),

@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import math
 import sys
 import time
@@ -108,7 +109,7 @@ from ppml.data.normalize import clip_rows
 from ppml.history import History
 from ppml.metrics import logistic_loss
 from ppml.models.losses import Objective, logistic_objective, mean_form_lam, with_bias
-from ppml.network import CONTROL, EVALUATION, Endpoint, Network
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network, expect
 from ppml.parties import Matrix, Party, signed_labels
 from ppml.privacy.bounds_admm_sharing import corollary1, theorem3_sensitivity, theorem3_sigma
 from ppml.privacy.events import GaussianEvent
@@ -120,6 +121,8 @@ __all__ = ["MESSAGES", "Params", "fit", "roles", "assemble", "z_update", "x_upda
 
 TAG_BROADCAST = "residual_dual"
 TAG_SHARE = "share"
+
+log = logging.getLogger(__name__)
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -518,6 +521,7 @@ class _CentralRole:
         self._bound = params.b1 if params.calibrated else None
         self._b = signed_labels(party.y)
         n = party.n_samples
+        self._n = n
         self.s = np.zeros(n)
         self.z = np.zeros(n)
         self.y = np.zeros(n)
@@ -532,7 +536,7 @@ class _CentralRole:
         """Sum the shares, update z and y; returns the RMS primal and dual residuals."""
         s = self._own.sent_share.copy()
         for name in self._others:
-            s += self._endpoint.recv(name, TAG_SHARE)
+            s += expect.vector(self._endpoint.recv(name, TAG_SHARE), sender=name, tag=TAG_SHARE, length=self._n)
         z_prev = self.z
         self.s = s
         self.z = z_update(s + self.y / self._rho, self._b, rho=self._rho, bound=self._bound)
@@ -560,13 +564,36 @@ def _member_program(endpoint: Endpoint, party: Party, *, central: str, params: P
     role = _PartyRole(party, endpoint, central=central, params=params, lam_s=lam_s, n_parties=n_parties,
                       rng=rng)
     endpoint.send(central, TAG_ALIGNED, _ids_digest(party))
+    epoch = 0
     while True:
         tag, message = endpoint.recv_first(central, (TAG_BROADCAST, TAG_STOP))
         if tag == TAG_STOP:
+            log.info("%s: stopped by %s after %d epochs", party.name, central, epoch)
             return role.report()
-        endpoint.send(central, TAG_SHARE, role.update(message["residual"], message["dual"]))
+        residual, dual = _broadcast(message, sender=central, n=party.n_samples)
+        endpoint.send(central, TAG_SHARE, role.update(residual, dual))
         endpoint.next_round()
         endpoint.send(central, TAG_EVAL, role.evaluation())
+        epoch += 1
+        log.info("%s: epoch %d: share sent, ||x_m|| = %.6g", party.name, epoch, float(np.linalg.norm(role.x)))
+
+
+def _broadcast(message: object, *, sender: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``s - z`` and ``y`` of the central node's broadcast, checked: N finite floats each."""
+    expect.mapping(message, ("residual", "dual"), sender=sender, tag=TAG_BROADCAST)
+    return tuple(expect.vector(message[key], sender=sender, tag=TAG_BROADCAST, length=n, what=key)
+                 for key in ("residual", "dual"))
+
+
+def _scored(message: object, *, sender: str, n: int, n_test: int | None) -> dict:
+    """A party's evaluation message, checked: N training scores, its test scores (when the central node
+    scores test rows) and ||x_m||^2."""
+    expect.mapping(message, ("train", "test", "sqnorm"), sender=sender, tag=TAG_EVAL)
+    expect.vector(message["train"], sender=sender, tag=TAG_EVAL, length=n, what="train")
+    if n_test is not None:
+        expect.vector(message["test"], sender=sender, tag=TAG_EVAL, length=n_test, what="test")
+    expect.scalar(message["sqnorm"], sender=sender, tag=TAG_EVAL, low=0.0, what="sqnorm")
+    return message
 
 
 def _central_program(endpoint: Endpoint, party: Party, *, order: list[str], params: Params, lam_s: float,
@@ -594,7 +621,9 @@ def _central_program(endpoint: Endpoint, party: Party, *, order: list[str], para
         seconds += time.perf_counter() - start
 
         # evaluation of the current model through the parties' evaluation messages, outside the protocol
-        scored = {name: endpoint.recv(name, TAG_EVAL) for name in others}
+        n_test = None if party.y_test is None else len(party.y_test)
+        scored = {name: _scored(endpoint.recv(name, TAG_EVAL), sender=name, n=party.n_samples, n_test=n_test)
+                  for name in others}
         scored[party.name] = own.evaluation()
         train_scores = sum(scored[name]["train"] for name in order)
         sqnorm = sum(scored[name]["sqnorm"] for name in order)
@@ -604,6 +633,8 @@ def _central_program(endpoint: Endpoint, party: Party, *, order: list[str], para
             test_scores = sum(scored[name]["test"] for name in order)
             record["test_logloss"] = logistic_loss(party.y_test, test_scores)
         history.log(**record, primal_residual=primal_res, dual_residual=dual_res, seconds=seconds)
+        log.info("%s: epoch %d/%d: train objective %.6g, primal residual %.3g, dual residual %.3g", party.name,
+                 epoch, params.max_epochs, record["train_objective"], primal_res, dual_res)
         if primal_res <= params.tol_primal and dual_res <= params.tol_dual:
             converged = True
             break

@@ -55,6 +55,7 @@ References
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 from dataclasses import dataclass, field
@@ -70,7 +71,7 @@ from ppml.algorithms._majority import majority_error
 from ppml.algorithms.centralized import test_rows
 from ppml.config import ParamError
 from ppml.history import History
-from ppml.network import CONTROL, EVALUATION, Endpoint, Network
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network, expect
 from ppml.parties import Party, signed_labels
 from ppml.runtime import EVALUATOR, Public, Role
 
@@ -78,7 +79,7 @@ __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles",
            "random_connected_graph", "graph_neighbours", "LocalProblem", "LocalSolution", "HessianCache",
            "local_gradient", "solve_local", "Agent", "make_agents", "objective_scale", "Evaluator",
            "consensus_rounds", "evaluator_program", "agent_roles", "merge_misses", "finish", "stop_exact",
-           "exact_gtol", "EXACT_RTOL"]
+           "exact_gtol", "EXACT_RTOL", "progress_due", "PROGRESS_LINES", "FACT_KINDS"]
 
 MESSAGES = (
     {"tag": "theta", "src": "agent i", "dst": "each neighbour j of agent i",
@@ -112,6 +113,11 @@ SILENT_MESSAGE = {"tag": TAG_SILENT, "src": "agent i", "dst": "each neighbour j 
 #: (the local problems are >= 2 eta-strongly convex, so this bounds the distance to the exact minimizer;
 #: relative, because the noise of the private variants can make the linear term large).
 EXACT_RTOL = 1e-10
+
+log = logging.getLogger(__name__)
+
+PROGRESS_LINES = 10
+"""Progress lines a party logs per run (INFO): round 1, every ``T // PROGRESS_LINES``-th round and the last."""
 
 _NEWTON_MAX_ITER = 50
 _ARMIJO = 1e-4
@@ -420,11 +426,16 @@ class Agent:
         self._endpoint.next_round()
 
     def collect(self) -> None:
-        """One message from each neighbour: its new model, or word that it stays silent (its last one stays)."""
+        """One message from each neighbour: its new model, or word that it stays silent (its last one stays).
+
+        A model must be d finite floats (:mod:`ppml.network.expect`: anything else is a ProtocolError naming
+        the neighbour).
+        """
+        d = self.theta.shape[0]
         for j in self.neighbours:
             tag, payload = self._endpoint.recv_first(j, (TAG_THETA, TAG_SILENT))
             if tag == TAG_THETA:
-                self.neighbour_theta[j] = payload
+                self.neighbour_theta[j] = expect.vector(payload, sender=j, tag=TAG_THETA, length=d)
 
     def dual_step(self, step: float) -> None:
         """``lambda_i += (step/2) sum_{j in B_i} (theta_i - theta_j)``."""
@@ -436,11 +447,19 @@ class Agent:
         """Once, before the rounds: this agent's training labels to the evaluator."""
         self._endpoint.send(evaluator, TAG_LABELS, self.y01)
 
-    def score(self, evaluator: str, facts: dict[str, Any]) -> None:
-        """After a round: send the model (and the round's `facts`), score the round's models on own rows."""
+    def score(self, evaluator: str, facts: dict[str, Any], *, agents: int | None = None) -> None:
+        """After a round: send the model (and the round's `facts`), score the round's models on own rows.
+
+        The evaluator's models must be an `agents` x d float array (any number of rows when `agents` is None).
+        """
         self._endpoint.send(evaluator, TAG_MODEL, {"theta": self.theta, **facts})
-        thetas = self._endpoint.recv(evaluator, TAG_MODELS)
+        thetas = expect.array(self._endpoint.recv(evaluator, TAG_MODELS), sender=evaluator, tag=TAG_MODELS,
+                              shape=(agents, self.theta.shape[0]))
         self._endpoint.send(evaluator, TAG_SCORES, self.X @ thetas.T)
+
+    def local_loss(self) -> float:
+        """Mean logistic loss of this agent's model on its own rows (for its progress log)."""
+        return float(np.mean(np.logaddexp(0.0, -self.y * (self.X @ self.theta))))
 
 
 def objective_scale(rows: list[int], *, loss_scale: str) -> tuple[float, float]:
@@ -534,29 +553,73 @@ class Evaluator:
 RoundRecord = Callable[[Any, int, list[dict[str, Any]]], dict[str, Any]]
 """``(params, t, facts) -> dict``: a variant's values for round t's record, from every agent's facts."""
 
+FACT_KINDS = ("int", "bool")
+"""What a variant's round facts may be (``facts`` of :func:`evaluator_program`): non-negative integers
+(counters) or booleans."""
+
+
+def progress_due(t: int, T: int) -> bool:
+    """Whether round t of T is one a party logs its progress at (:data:`PROGRESS_LINES` per run)."""
+    return t in (1, T) or t % max(1, T // PROGRESS_LINES) == 0
+
+
+def _model_message(payload: Any, *, sender: str, d: int | None, facts: dict[str, str]) -> dict[str, Any]:
+    """An agent's ``eval/model``, checked: its d finite floats and exactly the variant's facts."""
+    expect.mapping(payload, ("theta", *facts), sender=sender, tag=TAG_MODEL)
+    expect.vector(payload["theta"], sender=sender, tag=TAG_MODEL, length=d, what="theta")
+    for key, kind in facts.items():
+        if kind == "bool":
+            expect.flag(payload[key], sender=sender, tag=TAG_MODEL, what=key)
+        else:
+            expect.integer(payload[key], sender=sender, tag=TAG_MODEL, low=0, what=key)
+    return payload
+
 
 def evaluator_program(endpoint: Endpoint, party: Party | None, *, agents: list[str], params: Any,
-                      algorithm: str, round_record: RoundRecord | None = None) -> dict[str, Any]:
+                      algorithm: str, round_record: RoundRecord | None = None, rows: list[int] | None = None,
+                      features: int | None = None, facts: dict[str, str] | None = None) -> dict[str, Any]:
     """The evaluator: per round, collect the models, send them to every agent, score from their answers.
 
     Receives ``eval/labels`` once and per round ``eval/model`` and ``eval/scores`` from every agent; sends
     ``eval/models``. `party` is the held-out rows' shard (None: no test metrics). Returns the History with
     the per-round records and the arguments of its final metrics (``final``, ``extra``), which
     :func:`assemble` completes with the agents' own facts.
+
+    Every message is checked before use (:mod:`ppml.network.expect`; a bad one is a ProtocolError naming its
+    agent): the labels are `rows` [a] values in [0, 1], a model `features` finite floats with exactly the keys
+    of `facts` (key -> ``"int"`` or ``"bool"``, :data:`FACT_KINDS`) beside it, the scores a `rows` [a] x N
+    finite array. Without `rows` or `features` (public facts :func:`agent_roles` passes) those lengths are
+    taken from the agent's own labels and from the first model.
     """
-    evaluator = Evaluator(np.concatenate([endpoint.recv(a, TAG_LABELS) for a in agents]), party,
-                          lam=params.lam)
+    facts_spec = dict(facts or {})
+    for key, kind in facts_spec.items():
+        if kind not in FACT_KINDS:
+            raise ValueError(f"fact {key!r}: kind must be one of {FACT_KINDS}, got {kind!r}")
+    labels = [expect.vector(endpoint.recv(a, TAG_LABELS), sender=a, tag=TAG_LABELS,
+                            length=None if rows is None else rows[i], dtype="number", low=0, high=1)
+              for i, a in enumerate(agents)]
+    counts = [len(y) for y in labels]
+    evaluator = Evaluator(np.concatenate(labels), party, lam=params.lam)
     history = History(algorithm)
     th = scores = None
     for t in range(1, params.T + 1):
-        facts = [endpoint.recv(a, TAG_MODEL) for a in agents]
-        th = np.vstack([f.pop("theta") for f in facts])
+        facts_t = []
+        for a in agents:
+            facts_t.append(_model_message(endpoint.recv(a, TAG_MODEL), sender=a, d=features, facts=facts_spec))
+            if features is None:
+                features = len(facts_t[0]["theta"])
+        th = np.vstack([f.pop("theta") for f in facts_t])
         endpoint.broadcast(agents, TAG_MODELS, th)
-        scores = np.vstack([endpoint.recv(a, TAG_SCORES) for a in agents])
+        scores = np.vstack([expect.array(endpoint.recv(a, TAG_SCORES), sender=a, tag=TAG_SCORES,
+                                         shape=(counts[i], len(agents)))
+                            for i, a in enumerate(agents)])
         record = evaluator.record(th, scores)
         if round_record is not None:
-            record.update(round_record(params, t, facts))
+            record.update(round_record(params, t, facts_t))
         history.log(epoch=t, **record)
+        if progress_due(t, params.T):
+            log.info("%s: %s round %d/%d: mean train objective %.6g, consensus %.3g", endpoint.name, algorithm, t,
+                     params.T, record["train_objective"], record["consensus"])
         endpoint.next_round()
     final, extra = evaluator.finish(th, scores)
     return {"history": history, "final": final, "extra": extra}
@@ -570,7 +633,8 @@ Update = tuple["np.ndarray | None", dict[str, Any]]
 
 
 def consensus_rounds(agent: Agent, *, T: int, local_step: Callable[[int], Update],
-                     dual_step: Callable[[int], float], evaluator: str = EVALUATOR) -> None:
+                     dual_step: Callable[[int], float], evaluator: str = EVALUATOR,
+                     agents: int | None = None) -> None:
     """Agent's T synchronous rounds: local update, exchange with neighbours, dual update, evaluation.
 
     Runs inside the agent's own program. Each round the agent publishes its model (``theta``) or says it has
@@ -584,6 +648,11 @@ def consensus_rounds(agent: Agent, *, T: int, local_step: Callable[[int], Update
         and facts of the round for the evaluator's record (e.g. its Newton steps).
     dual_step : callable t -> float
         The dual step size of round t.
+    agents : int, optional
+        How many agents there are (public): the rows the evaluator's models must have.
+
+    Every model received is checked (:meth:`Agent.collect`, :meth:`Agent.score`); the agent logs its round
+    and its own rows' loss at INFO every few rounds (:func:`progress_due`).
     """
     agent.send_labels(evaluator)
     for t in range(1, T + 1):
@@ -595,18 +664,21 @@ def consensus_rounds(agent: Agent, *, T: int, local_step: Callable[[int], Update
         agent.end_round()
         agent.collect()
         agent.dual_step(dual_step(t))
-        agent.score(evaluator, facts)
+        agent.score(evaluator, facts, agents=agents)
+        if progress_due(t, T) and log.isEnabledFor(logging.INFO):
+            log.info("%s: round %d/%d: local loss %.6g", agent.name, t, T, agent.local_loss())
 
 
 def agent_roles(public: Public, params: Any, *, rng: np.random.Generator, network: Network,
                 program: Callable[..., Any], algorithm: str, loss_scale: str,
                 row_weights: dict[str, float] | None = None, round_record: RoundRecord | None = None,
-                **kwargs: Any) -> list[Role]:
+                facts: dict[str, str] | None = None, **kwargs: Any) -> list[Role]:
     """One `program` per agent and the evaluator's, from public facts (row counts, the graph).
 
     Each agent's program gets ``neighbours``, ``scale``, ``row_weight`` (from `row_weights` where given),
     its own child generator of `rng` (spawned in agent order, as :func:`make_agents` does), ``params`` and
-    `kwargs`.
+    `kwargs`. The evaluator gets every agent's row count and the feature count (to check what it receives)
+    and `facts`, the kinds of the round facts the variant's agents report (:func:`evaluator_program`).
     """
     names = public.names
     nbrs = graph_neighbours(network, names)
@@ -622,7 +694,9 @@ def agent_roles(public: Public, params: Any, *, rng: np.random.Generator, networ
                  "params": params, **kwargs})
            for name, child in zip(names, rng.spawn(len(names)))]
     out.append(Role(EVALUATOR, evaluator_program, None if public.evaluator is None else EVALUATOR,
-                    {"agents": names, "params": params, "algorithm": algorithm, "round_record": round_record}))
+                    {"agents": names, "params": params, "algorithm": algorithm, "round_record": round_record,
+                     "rows": [p.train_rows for p in public.parties], "features": public.parties[0].columns,
+                     "facts": facts}))
     return out
 
 
@@ -651,7 +725,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
             misses.append((agent.name, t, sol.grad_norm))
         return sol.theta, {}
 
-    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
+                     agents=params.agents)
     return {"misses": misses}
 
 

@@ -114,7 +114,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
             agent.dual = agent.dual + 0.5 * linear
         return solution.theta, {}
 
-    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
+                     agents=params.agents)
     return {"misses": misses, "constants": constants, "rows_in_unit_ball": agent.rows_in_unit_ball}
 
 

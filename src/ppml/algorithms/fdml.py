@@ -110,6 +110,7 @@ Q. Ho et al., "More Effective Distributed ML via a Stale Synchronous Parallel Pa
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import time
 from collections import deque
@@ -126,13 +127,15 @@ from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.local import LocalModel, l2_penalty, make_local_model
 from ppml.models.losses import Objective, logistic_objective, mean_form_lam
-from ppml.network import CONTROL, EVALUATION, Endpoint, Network
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network, expect
 from ppml.parties import Matrix, Party, label_holder
 from ppml.runtime import Public, Role
 
 __all__ = ["MESSAGES", "MESSAGES_PAPER", "MESSAGES_STALENESS_BOUNDED", "MESSAGES_BY_VARIANT", "Params",
            "Schedule", "Trace", "Worker", "Server", "PaperWorker", "PaperServer", "SERVER", "POOLED",
            "SIDE_MESSAGES", "network_for", "roles", "assemble", "simulate", "fit"]
+
+log = logging.getLogger(__name__)
 
 SERVER = "server"
 POOLED = "pooled"  # the single worker of ``features: all`` (every party's columns in one place)
@@ -323,6 +326,11 @@ class Schedule:
             if len(self._perms) > self._KEEP:
                 del self._perms[min(self._perms)]
         return perm[k * self.batch_size:(k + 1) * self.batch_size]
+
+    def size(self, t: int) -> int:
+        """Rows in batch ``t`` (without drawing its permutation)."""
+        k = t % self.n_batches
+        return min(self.batch_size, self.n - k * self.batch_size)
 
     def batch(self, X: Matrix, t: int) -> Matrix:
         """``X[rows(t)]``, sliced from the epoch's permuted copy of `X` (one fancy index per epoch instead of
@@ -971,6 +979,7 @@ def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Par
     worker.start()
     while not worker.done:
         tag, payload = endpoint.recv_first(SERVER, worker.ANSWERS)
+        _check_answer(tag, payload, schedule=schedule, iterations=iterations, clock=worker.clock)
         if tag == "labels":
             worker.handle(SERVER, tag, payload)
             continue
@@ -980,7 +989,7 @@ def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Par
                 time.sleep(max(params.tick, 1e-4))  # back off; simulated, the server reads it at its next event
             worker.retry()
             continue
-        at = endpoint.recv(SERVER, TAG_AT) if simulated else None
+        at = _check_at(endpoint.recv(SERVER, TAG_AT), workers=len(params.speeds)) if simulated else None
         if tag == "refresh":
             # On the simulated clock the request may belong to an event before the last completion, which
             # the server has not processed yet: then it gets the parameters before that step.
@@ -1006,6 +1015,8 @@ def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Par
             if has_test:
                 scores["test"] = worker.model.forward(worker.theta, party.X_test)[0]
             endpoint.send(SERVER, TAG_EVAL, scores)
+            log.info("%s: epoch %d/%d done (iteration %d), ||x_j||^2 = %.6g", endpoint.name,
+                     worker.clock // schedule.n_batches, params.epochs, worker.clock, scores["sqnorm"])
             if keep_snapshots:
                 snapshots.append(worker.theta.copy())
     out: dict[str, Any] = {"messages": link.messages, "bytes": link.bytes,
@@ -1013,6 +1024,91 @@ def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Par
     if keep_snapshots:
         out["snapshots"] = snapshots
     return out
+
+
+def _check_answer(tag: str, payload: Any, *, schedule: Schedule, iterations: int, clock: int) -> None:
+    """A server message to a worker at iteration `clock`, checked before use (:mod:`ppml.network.expect`):
+    the labels (n values in [0, 1]); the answer to the current pull (its clock, and |I(clock)| finite sums,
+    or residuals in [-1, 1]); a reject or refresh request (an iteration of the run)."""
+    if tag == "labels":
+        expect.mapping(payload, ("labels",), sender=SERVER, tag=tag)
+        expect.vector(payload["labels"], sender=SERVER, tag=tag, length=schedule.n, dtype="number", low=0, high=1,
+                      what="labels")
+        return
+    if tag in ("sum", "residual"):
+        expect.mapping(payload, ("clock", tag), sender=SERVER, tag=tag)
+        expect.integer(payload["clock"], sender=SERVER, tag=tag, low=clock, high=clock, what="clock")
+        bound = 1.0 if tag == "residual" else None  # sigmoid(s) - y with y in {0, 1}
+        expect.vector(payload[tag], sender=SERVER, tag=tag, length=schedule.size(clock), what=tag,
+                      low=None if bound is None else -bound, high=bound)
+        return
+    expect.mapping(payload, ("clock",), sender=SERVER, tag=tag)
+    expect.integer(payload["clock"], sender=SERVER, tag=tag, low=0, high=iterations - 1, what="clock")
+
+
+def _check_at(payload: Any, *, workers: int) -> dict[str, Any]:
+    """The simulated event of the server's preceding message, checked: a finite time >= 0, a worker index
+    (or -1, the start)."""
+    expect.mapping(payload, ("time", "index"), sender=SERVER, tag=TAG_AT)
+    expect.scalar(payload["time"], sender=SERVER, tag=TAG_AT, low=0.0, what="time")
+    expect.integer(payload["index"], sender=SERVER, tag=TAG_AT, low=-1, high=workers - 1, what="index")
+    return payload
+
+
+#: the fields of each worker message to the server, besides its payload's ``alpha`` (where it has one)
+_WORKER_FIELDS: dict[str, tuple[str, ...]] = {
+    "alpha": ("clock", "alpha"), "alpha_refresh": ("clock", "version", "alpha"), "init": ("alpha",),
+    "pull": ("clock",), "pull_sync": ("clock", "alpha"), "pull_fresh": ("clock", "alpha"), "push": ("clock", "alpha")}
+
+
+def _check_request(src: str, tag: str, payload: Any, *, schedule: Schedule, iterations: int) -> Any:
+    """A worker's protocol message to the server, checked before use (:mod:`ppml.network.expect`): an
+    iteration of the run (a refresh answer's version at most `iterations`), and its finite local predictions
+    on that iteration's batch (``init``: on every training row)."""
+    fields = _WORKER_FIELDS.get(tag)
+    if fields is None:
+        return payload  # not a worker message: the server's handler refuses it
+    expect.mapping(payload, fields, sender=src, tag=tag)
+    if "clock" in fields:
+        expect.integer(payload["clock"], sender=src, tag=tag, low=0, high=iterations - 1, what="clock")
+    if "version" in fields:
+        expect.integer(payload["version"], sender=src, tag=tag, low=0, high=iterations, what="version")
+    if "alpha" in fields:
+        rows = schedule.n if tag == "init" else schedule.size(payload["clock"])
+        expect.vector(payload["alpha"], sender=src, tag=tag, length=rows, what="alpha")
+    return payload
+
+
+def _check_done(src: str, payload: Any, *, simulated: bool) -> dict[str, Any]:
+    """A worker's completion: a finite time >= 0 on the simulated clock, NaN in threads mode."""
+    expect.mapping(payload, ("time",), sender=src, tag=TAG_DONE)
+    expect.scalar(payload["time"], sender=src, tag=TAG_DONE, finite=simulated, low=0.0, what="time")
+    return payload
+
+
+def _check_scores(src: str, payload: Any, *, n: int, n_test: int | None, has_test: bool) -> dict[str, Any]:
+    """A worker's evaluation message: its predictions on the n training (and the test) rows, ||x_j||^2 and
+    its clocks (the simulated time is NaN in threads mode)."""
+    expect.mapping(payload, ("train", "sqnorm", "sim_time", "seconds") + (("test",) if has_test else ()),
+                   sender=src, tag=TAG_EVAL)
+    expect.vector(payload["train"], sender=src, tag=TAG_EVAL, length=n, what="train")
+    if has_test:
+        expect.vector(payload["test"], sender=src, tag=TAG_EVAL, length=n_test, what="test")
+    expect.scalar(payload["sqnorm"], sender=src, tag=TAG_EVAL, low=0.0, what="sqnorm")
+    expect.scalar(payload["sim_time"], sender=src, tag=TAG_EVAL, finite=False, low=0.0, what="sim_time")
+    expect.scalar(payload["seconds"], sender=src, tag=TAG_EVAL, low=0.0, what="seconds")
+    return payload
+
+
+def _log_epoch(party: Party, workers: list[str], parts: dict[str, dict[str, Any]], *, epoch: int, epochs: int,
+               lam: float) -> None:
+    """The server's progress line for an epoch every worker has scored: the composite model's objective."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    train = sum(parts[w]["train"] for w in workers)
+    sqnorm = sum(parts[w]["sqnorm"] for w in workers)
+    log.info("%s: epoch %d/%d: train objective %.6g", SERVER, epoch, epochs,
+             logistic_objective(train, party.y, None, lam, sqnorm=sqnorm))
 
 
 def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], params: Params,
@@ -1039,13 +1135,15 @@ def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], par
 
     def receive(src: str, tags: tuple[str, ...]) -> None:
         tag, payload = endpoint.recv_first(src, tags)
-        server.handle(src, tag, payload)
+        server.handle(src, tag, _check_request(src, tag, payload, schedule=schedule, iterations=iterations))
 
     def settle() -> None:  # refresh answers, in the order they were asked for
         while link.refreshing:
             k = link.refreshing.popleft()
-            server.handle(k, "alpha_refresh", endpoint.recv(k, "alpha_refresh"))
+            server.handle(k, "alpha_refresh", _check_request(k, "alpha_refresh", endpoint.recv(k, "alpha_refresh"),
+                                                             schedule=schedule, iterations=iterations))
 
+    n_test = None if party.y_test is None else len(party.y_test)
     start = time.perf_counter()
     server.start()
     for w in workers:
@@ -1068,12 +1166,14 @@ def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], par
         if simulated:
             for i in computing:
                 if workers[i] not in stamps:
-                    stamps[workers[i]] = endpoint.recv(workers[i], TAG_DONE)["time"]
+                    stamps[workers[i]] = _check_done(workers[i], endpoint.recv(workers[i], TAG_DONE),
+                                                     simulated=True)["time"]
             link.now = min((stamps[workers[i]], i) for i in computing)
             j = link.now[1]
             del stamps[workers[j]]
         else:  # the first completion to arrive: real asynchrony on a concurrent transport
-            done, _, _ = endpoint.recv_any([workers[i] for i in computing], (TAG_DONE,))
+            done, _, payload = endpoint.recv_any([workers[i] for i in computing], (TAG_DONE,))
+            _check_done(done, payload, simulated=False)
             j = workers.index(done)
         w = workers[j]
         busy.discard(w)
@@ -1085,7 +1185,11 @@ def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], par
             observed.append(max(completed.values()) - c)
         settle()
         if c % schedule.n_batches == 0:
-            scores[c // schedule.n_batches - 1][w] = endpoint.recv(w, TAG_EVAL)
+            epoch = c // schedule.n_batches
+            scores[epoch - 1][w] = _check_scores(w, endpoint.recv(w, TAG_EVAL), n=schedule.n, n_test=n_test,
+                                                 has_test=has_test)
+            if len(scores[epoch - 1]) == len(workers):
+                _log_epoch(party, workers, scores[epoch - 1], epoch=epoch, epochs=params.epochs, lam=lam)
         retrying = [k for k in workers if k in link.rejected]  # a rejected worker pulls again once per event
         link.rejected.clear()
         for k in retrying:

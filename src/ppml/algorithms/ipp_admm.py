@@ -180,7 +180,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
         sent = svt.above(quality)
         return (release if sent else None), {"sent": sent, "broadcasts": svt.count}
 
-    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
+                     agents=params.agents)
     return {"noise": noise, "rows_in_unit_ball": agent.rows_in_unit_ball, "svt_sensitivity": sensitivity,
             "broadcasts": svt.count}
 
@@ -198,7 +199,8 @@ def _budget(params: Params) -> PPBudget:
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
     """An agent program per party and the evaluator's (which records each round's broadcasts)."""
     return pp_admm.private_roles(public, params, rng=rng, network=network, program=_agent_program,
-                                 algorithm="ipp_admm", budget=_budget(params), round_record=_round_record)
+                                 algorithm="ipp_admm", budget=_budget(params), round_record=_round_record,
+                                 facts={"sent": "bool", "broadcasts": "int"})
 
 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:

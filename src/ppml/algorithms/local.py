@@ -24,7 +24,7 @@ from ppml import runtime
 from ppml.algorithms.centralized import Params, logistic_history, test_rows, train_logistic
 from ppml.config import ParamError
 from ppml.history import History
-from ppml.network import EVALUATION, Endpoint, Network
+from ppml.network import EVALUATION, Endpoint, Network, expect
 from ppml.parties import Party
 from ppml.runtime import EVALUATOR, Public, Role
 
@@ -61,9 +61,32 @@ def _agent_program(endpoint: Endpoint, party: Party, *, params: Params, evaluato
     endpoint.send(evaluator, TAG_MODEL, {**train_logistic(party.X, party.y, params), "y": np.asarray(party.y)})
 
 
-def _evaluator_program(endpoint: Endpoint, party: Party, *, owner: str) -> dict[str, Any]:
-    """Horizontal data: the owner's model scored on the held-out rows; the run's record."""
-    fitted = endpoint.recv(owner, TAG_MODEL)
+def _fitted(payload: Any, *, owner: str, rows: int | None, columns: int | None) -> dict[str, Any]:
+    """The owner's model message, checked: :func:`train_logistic`'s fields for `rows` rows and `columns`
+    columns (plus the bias) and the rows' 0/1 labels."""
+    tag = TAG_MODEL
+    expect.mapping(payload, ("w", "lam", "objective", "train_scores", "n_iter", "converged", "n_features",
+                             "n_samples", "y"), sender=owner, tag=tag, optional=("stuck",))
+    expect.vector(payload["w"], sender=owner, tag=tag, length=None if columns is None else columns + 1, what="w")
+    expect.vector(payload["train_scores"], sender=owner, tag=tag, length=rows, what="train_scores")
+    expect.vector(payload["y"], sender=owner, tag=tag, length=rows, dtype="number", low=0, high=1, what="y")
+    for key in ("lam", "objective"):
+        expect.scalar(payload[key], sender=owner, tag=tag, low=0.0, what=key)
+    for key in ("n_iter", "n_features", "n_samples"):
+        expect.integer(payload[key], sender=owner, tag=tag, low=0, what=key)
+    expect.flag(payload["converged"], sender=owner, tag=tag, what="converged")
+    if "stuck" in payload:
+        expect.text(payload["stuck"], sender=owner, tag=tag, what="stuck")
+    return payload
+
+
+def _evaluator_program(endpoint: Endpoint, party: Party, *, owner: str, rows: int | None = None,
+                       columns: int | None = None) -> dict[str, Any]:
+    """Horizontal data: the owner's model scored on the held-out rows; the run's record.
+
+    The model message is checked against the owner's public row and column counts (`rows`, `columns`) before
+    use (:mod:`ppml.network.expect`)."""
+    fitted = _fitted(endpoint.recv(owner, TAG_MODEL), owner=owner, rows=rows, columns=columns)
     X_test, y_test = test_rows(party)
     return {"history": logistic_history(fitted, fitted.pop("y"), X_test, y_test, algorithm="local")}
 
@@ -77,7 +100,8 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
         return [Role(holders[0], _holder_program, holders[0], {"params": params})]
     owner = public.names[0]
     return [Role(owner, _agent_program, owner, {"params": params, "evaluator": EVALUATOR}),
-            Role(EVALUATOR, _evaluator_program, EVALUATOR, {"owner": owner})]
+            Role(EVALUATOR, _evaluator_program, EVALUATOR,
+                 {"owner": owner, "rows": public.info(owner).train_rows, "columns": public.info(owner).columns})]
 
 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:

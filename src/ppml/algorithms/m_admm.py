@@ -131,7 +131,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
             misses.append((agent.name, t, solution.grad_norm))
         return solution.theta, {}
 
-    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
+                     agents=params.agents)
     return {"misses": misses, "rate": rate, "phi": phi, "rows_in_unit_ball": agent.rows_in_unit_ball,
             "step_epsilons": betas(rate, phi).tolist() if params.noise else None}
 

@@ -444,7 +444,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
         release, solution = perturbed_update(agent, noise, eta=params.eta)
         return release, {"newton_steps": solution.iterations}
 
-    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
+                     agents=params.agents)
     return {"noise": noise, "rows_in_unit_ball": agent.rows_in_unit_ball}
 
 
@@ -454,12 +455,14 @@ def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[s
 
 
 def private_roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network,
-                  program: Any, algorithm: str, budget: PPBudget, round_record: Any) -> list[Role]:
+                  program: Any, algorithm: str, budget: PPBudget, round_record: Any,
+                  facts: dict[str, str] | None = None) -> list[Role]:
     """PP-ADMM's and IPP-ADMM's roles: each agent gets the public budget and lam_hat (line 3 reads every
-    agent's row count, which is public)."""
+    agent's row count, which is public). `facts`: the kinds of the round facts the agents report to the
+    evaluator (:func:`~ppml.algorithms.decentralized_admm.evaluator_program` checks them)."""
     return agent_roles(public, params, rng=rng, network=network, program=program, algorithm=algorithm,
                        loss_scale=params.agent_loss_scale, row_weights=row_weights(public, params),
-                       round_record=round_record, budget=budget,
+                       round_record=round_record, facts=facts, budget=budget,
                        lam_info=lam_hat_info(params, budget, [p.train_rows for p in public.parties]),
                        agents=len(public.parties))
 
@@ -467,7 +470,8 @@ def private_roles(public: Public, params: Params, *, rng: np.random.Generator, n
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
     """An agent program per party and the evaluator's (which records each round's Newton steps)."""
     return private_roles(public, params, rng=rng, network=network, program=_agent_program,
-                         algorithm="pp_admm", budget=params.budget(), round_record=_round_record)
+                         algorithm="pp_admm", budget=params.budget(), round_record=_round_record,
+                         facts={"newton_steps": "int"})
 
 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:

@@ -136,7 +136,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
                                      degree=agent.degree, eta=params.eta)
         return solution.theta, {}
 
-    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta)
+    consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
+                     agents=params.agents)
     return {"misses": misses, "rate": rate, "phi": phi, "rows_in_unit_ball": agent.rows_in_unit_ball,
             "step_epsilon": beta(rate, phi) if params.noise else None}
 

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ppml.crypto.paillier import GUARD_BITS, EncodingOverflowError, EncryptedVector, PublicKey
+from ppml.crypto.paillier import GUARD_BITS, EncodingOverflowError, EncryptedVector
 
 __all__ = ["VALUE_INT_BITS", "FACTOR_INT_BITS", "Layout", "SlotOverflowError", "layout_for", "max_slots"]
 
@@ -250,9 +250,3 @@ def layout_for(slots: int, *, key_bits: int, value_frac_bits: int, frac_bits: in
                          f"of a {key_bits}-bit key; at most {best} fit")
     return layout
 
-
-def check_public(layout: Layout, key: PublicKey) -> None:
-    """A received key must hold the layout's products within its safe range."""
-    if layout.product_bits > key.bits - GUARD_BITS:
-        raise ValueError(f"a {key.bits}-bit key cannot hold {layout.slots} packed values per ciphertext "
-                         f"({layout.product_bits} bits)")

@@ -673,24 +673,57 @@ def _pippenger_cost(count: int, exp_bits: int, window: int) -> float:
     return math.ceil(exp_bits / window) * (count + (1 << window)) + exp_bits
 
 
+def _best_pippenger(count: int, exp_bits: int) -> tuple[float, int]:
+    """(cost, window) of the cheapest bucket method for `count` exponents of `exp_bits` bits."""
+    return min((_pippenger_cost(count, exp_bits, w), w) for w in range(1, 17))
+
+
+def _split_bits(exps: np.ndarray, exp_bits: int) -> tuple[int, float]:
+    """The bit b at which to cut int64 exponents into low (b bits, every entry) and high (the few entries at or
+    above 2^b) parts, and the estimated cost; b = exp_bits means no cut.
+
+    Features are mostly small with rare large values (standardized data with outliers): the bucket method's
+    passes follow the largest exponent, so a handful of entries of 24 bits among thousands of 18 would cost a
+    pass more over all of them. Cut there, they cost a second small multi-exponentiation and b squarings.
+    """
+    best_cost, best_bits = _best_pippenger(len(exps), exp_bits)[0], exp_bits
+    if exps.dtype == object:
+        return best_bits, best_cost
+    for bits in range(max(1, exp_bits - 12), exp_bits):
+        high = int(np.count_nonzero(exps >> bits))
+        cost = (_best_pippenger(len(exps), bits)[0] + bits
+                + min(_best_pippenger(high, exp_bits - bits)[0], _POWMOD_COST_PER_BIT * high * (exp_bits - bits)))
+        if cost < best_cost:
+            best_cost, best_bits = cost, bits
+    return best_bits, best_cost
+
+
 def _multiexp(bases: list, exps: np.ndarray, modulus: mpz) -> mpz:
     """prod_i bases[i]^exps[i] mod modulus for non-negative exponents (int64 or object array).
 
-    Chooses between one gmpy2.powmod per base and the bucket method by their estimated costs.
+    Chooses between one gmpy2.powmod per base and the bucket method by their estimated costs; the bucket
+    method may first cut rare large exponents off (:func:`_split_bits`).
     """
     if len(bases) == 0:
         return mpz(1)
     exp_bits = int(np.max(exps)).bit_length()
     if exp_bits == 0:
         return mpz(1)
-    window = min(range(1, 17), key=lambda w: _pippenger_cost(len(bases), exp_bits, w))
+    bits, cost = _split_bits(exps, exp_bits)
     naive_cost = _POWMOD_COST_PER_BIT * sum(int(e).bit_length() for e in exps)
-    if naive_cost <= _pippenger_cost(len(bases), exp_bits, window):
+    if naive_cost <= cost:
         acc = mpz(1)
         for b, e in zip(bases, exps):
             acc = acc * gmpy2.powmod(b, int(e), modulus) % modulus
         return acc
-    return _pippenger(bases, exps, modulus, exp_bits=exp_bits, window=window)
+    if bits == exp_bits:
+        return _pippenger(bases, exps, modulus, exp_bits=exp_bits, window=_best_pippenger(len(bases), bits)[1])
+    # prod b^e = prod b^(e mod 2^bits) * (prod_{e >= 2^bits} b^(e >> bits))^(2^bits)
+    low = exps & ((1 << bits) - 1)
+    rows = np.flatnonzero(exps >> bits)
+    high = _multiexp([bases[i] for i in rows.tolist()], exps[rows] >> bits, modulus)
+    acc = _pippenger(bases, low, modulus, exp_bits=bits, window=_best_pippenger(len(bases), bits)[1])
+    return acc * gmpy2.powmod(high, 1 << bits, modulus) % modulus
 
 
 def _pippenger(bases: list, exps: np.ndarray, modulus: mpz, *, exp_bits: int, window: int) -> mpz:

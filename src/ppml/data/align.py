@@ -46,7 +46,7 @@ import private_set_intersection.python as psi
 
 from ppml.network import Endpoint, Network
 
-__all__ = ["Alignment", "AlignmentError", "align", "METHODS", "check_unique"]
+__all__ = ["Alignment", "AlignmentError", "align", "align_as_holder", "align_as_member", "METHODS", "check_unique"]
 
 # The setup message's false-positive rate only matters for the compressed forms; RAW ignores it, but the
 # API requires one.
@@ -216,3 +216,68 @@ def align(ids: Mapping[str, np.ndarray], *, label_holder: str, method: str = "ps
         received = np.asarray(network.endpoint(name).recv(label_holder, "aligned_ids"), dtype=str)
         rows[name] = _own_rows(name, own[name], received)
     return Alignment(ids=aligned, rows={name: rows[name] for name in own}, method=method)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one party's side, when every party runs in its own process (ppml.data.party_prepare)
+
+
+def align_as_holder(endpoint: Endpoint, ids: np.ndarray, others: list[str], *, method: str = "psi"
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The label holder's side of :func:`align`, over its own endpoint only.
+
+    Parameters
+    ----------
+    endpoint : Endpoint
+        The label holder's endpoint; `others` must be reachable from it.
+    ids : array of str
+        Its own ids, in its own row order (unique).
+    others : list of str
+        The other parties, in the order :func:`align` intersects with them.
+    method : {"psi", "plain"}
+
+    Returns
+    -------
+    aligned : ndarray of str
+        The shared ids in canonical (sorted) order, as sent to every other party.
+    rows : ndarray of int64
+        The label holder's rows of `aligned`.
+    """
+    if method not in METHODS:
+        raise ValueError(f"alignment method must be one of {sorted(METHODS)}, got {method!r}")
+    own = np.asarray(ids, dtype=str)
+    check_unique(endpoint.name, own)
+    shared = []
+    for other in others:
+        if method == "psi":
+            client = _psi_request(endpoint, other, own)
+            shared.append(_psi_result(endpoint, other, client, own))
+        else:
+            shared.append(_plain_join(endpoint, other, own))
+    endpoint.next_round()
+    aligned = _announce(endpoint, others, shared)
+    return aligned, _own_rows(endpoint.name, own, aligned)
+
+
+def align_as_member(endpoint: Endpoint, ids: np.ndarray, holder: str, *, method: str = "psi"
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Another party's side of :func:`align`: answer the label holder, then take the aligned ids it sends.
+
+    Returns
+    -------
+    aligned : ndarray of str
+        The shared ids in canonical order, as the label holder announced them.
+    rows : ndarray of int64
+        This party's rows of `aligned`.
+    """
+    if method not in METHODS:
+        raise ValueError(f"alignment method must be one of {sorted(METHODS)}, got {method!r}")
+    own = np.asarray(ids, dtype=str)
+    check_unique(endpoint.name, own)
+    if method == "psi":
+        _psi_answer(endpoint, holder, own)
+    else:
+        _plain_send(endpoint, holder, own)
+    endpoint.next_round()
+    aligned = np.asarray(endpoint.recv(holder, "aligned_ids"), dtype=str)
+    return aligned, _own_rows(endpoint.name, own, aligned)

@@ -2,6 +2,8 @@
 
 - :mod:`~ppml.network.codec`: payloads to bytes and back; received bytes are untrusted (bounded decoding,
   only :class:`WireError`).
+- :mod:`~ppml.network.expect`: what a receiver expects of a peer's payload (type, dtype, shape, finite,
+  range); a payload that is not raises :class:`ProtocolError` naming its sender and tag.
 - :mod:`~ppml.network.endpoint`: :class:`Network` and :class:`Endpoint`: names, the graph, traffic records per
   tag and role, timeouts; the in-process transport, run in the deterministic order of
   :mod:`~ppml.network.scheduler`.
@@ -21,6 +23,7 @@ from ppml.network.codec import MAX_DEPTH, decode, encode, register_wire_type
 from ppml.network.endpoint import (CARRIERS, CONTROL, DEFAULT_TIMEOUT, EVALUATION, MAX_TIMEOUT, Endpoint, Message,
                                    Network, traffic_kind)
 from ppml.network.errors import ProtocolError, WireError
+from ppml.network import expect
 
 __all__ = ["Network", "Endpoint", "Message", "encode", "decode", "register_wire_type", "WireError", "ProtocolError",
-           "EVALUATION", "CONTROL", "traffic_kind", "MAX_DEPTH", "DEFAULT_TIMEOUT", "MAX_TIMEOUT", "CARRIERS"]
+           "EVALUATION", "CONTROL", "traffic_kind", "MAX_DEPTH", "DEFAULT_TIMEOUT", "MAX_TIMEOUT", "CARRIERS", "expect"]

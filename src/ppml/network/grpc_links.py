@@ -1,8 +1,15 @@
 """Links carried by gRPC: one bidirectional stream per pair over mutual TLS (:mod:`ppml.network.links`).
 
-The listener is a gRPC server requiring a client certificate from a CA it trusts; it reads the dialer's
-identity from ``auth_context`` (subject-alternative names and common name). The dialer checks the listener's
-certificate against the peer's identity (``grpc.ssl_target_name_override``). Frames are the gRPC messages of
+Trust is per peer (:func:`~ppml.network.tls.check_presented`). The listener is a gRPC server requiring a
+client certificate from any CA it trusts (it cannot know who dials before the handshake); it reads the dialer's
+identity from ``auth_context`` (subject-alternative names and common name) and accepts the stream only if that
+peer's own CA signed the certificate (``x509_pem_cert``) and, where pinned, it has that peer's fingerprint; else
+it ends the stream with ``PERMISSION_DENIED`` saying why. The dialer's channel trusts the peer's CA alone
+(``root_certificates``) and checks the peer's identity (``grpc.ssl_target_name_override``). gRPC's Python API
+does not show a dialer the listener's certificate: once the channel answered, the dialer reads it by a TLS
+handshake of its own to the same address (verified the same way) and checks the pinned fingerprint on that
+one; a handshake the channel refused is followed by an unverified one, to name the issuer presented. What
+each peer presented is in :meth:`GrpcLinks.describe`. Frames are the gRPC messages of
 the stream, at most :data:`~ppml.network.links.MAX_FRAME` bytes either way.
 """
 
@@ -15,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
 from ppml.network.errors import ProtocolError
-from ppml.network.links import CLOSE_TIMEOUT, MAX_FRAME, Link, Links
+from ppml.network.links import CLOSE_TIMEOUT, MAX_FRAME, Link, Links, _cut
+from ppml.network.tls_links import _context, accept_presented, presented_by, refused_listener
 
 __all__ = ["GrpcLinks"]
 
@@ -73,6 +81,7 @@ class GrpcLinks(Links):
         import grpc
 
         self._grpc = grpc
+        self._presented: dict[str, dict[str, Any]] = {}
         slots = len(self._dial) + len(self._accept) + 4
         self._server = grpc.server(ThreadPoolExecutor(max_workers=slots, thread_name_prefix=f"link-{self.me}"),
                                    options=_options(), maximum_concurrent_rpcs=slots)
@@ -98,7 +107,7 @@ class GrpcLinks(Links):
     def _open(self, peer: str, address: str, deadline: float) -> None:
         grpc = self._grpc
         identity = self._identities[peer]
-        credentials = grpc.ssl_channel_credentials(root_certificates=self._credentials.ca,
+        credentials = grpc.ssl_channel_credentials(root_certificates=self._credentials.ca_of(peer),
                                                    private_key=self._credentials.key,
                                                    certificate_chain=self._credentials.certificate)
         channel = grpc.secure_channel(address, credentials, options=_options() + [
@@ -112,18 +121,28 @@ class GrpcLinks(Links):
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # the listener answered over an authenticated link
                     break
-                last = f"{exc.code().name}: {exc.details()}"
-                if any(word in (exc.details() or "").lower() for word in _HANDSHAKE):
+                last = _cut(f"{exc.code().name}: {exc.details()}")
+                details = (exc.details() or "").lower()
+                # a listener that closed the connection during the handshake (at its descriptor limit, or
+                # holding too many connections) is tried again; a refusal is final
+                if "endpoint closing" not in details and any(word in details for word in _HANDSHAKE):
                     channel.close()
-                    raise ProtocolError(f"{self.me!r} could not open an authenticated link to {peer!r} at "
-                                        f"{address} (its certificate must speak as {identity!r} and be signed by a "
-                                        f"CA this party trusts, and this party's by one it trusts): {last}") from None
+                    raise ProtocolError(refused_listener(self, peer, address, last, alpn=["h2"])) from None
+            if self._closed:
+                channel.close()
+                raise ProtocolError(f"{self.me!r} stopped linking to {peer!r}: its links are closed")
             if time.monotonic() > deadline:
                 channel.close()
                 raise ProtocolError(f"{self.me!r} could not reach {peer!r} at {address} within "
                                     f"{self._connect_timeout:g} s ({last})")
             time.sleep(0.05)
-        link = self._register(_GrpcLink(peer, self._hello()))
+        context = _context(self._credentials, server=False, ca=self._credentials.ca_of(peer), alpn=["h2"])
+        try:
+            accept_presented(self, peer, presented_by(address, identity, context=context))
+            link = self._register(_GrpcLink(peer, self._hello()))
+        except ProtocolError:
+            channel.close()
+            raise
         link.channel = channel
         link.call = channel.stream_stream(f"/{SERVICE}/Stream")(link.frames(), wait_for_ready=True)
         threading.Thread(target=self._receive, args=(link, link.call), name=f"link-{self.me}-{peer}",
@@ -135,9 +154,16 @@ class GrpcLinks(Links):
         names = [v.decode("utf-8", "replace") for key in ("x509_subject_alternative_name", "x509_common_name")
                  for v in auth.get(key, ())]
         try:
-            link = self._register(_GrpcLink(self._identify(names), self._hello()))
+            peer = self._identify(names)
+            accept_presented(self, peer, b"".join(auth.get("x509_pem_cert", ())))
+            link = self._register(_GrpcLink(peer, self._hello()))
         except ProtocolError as exc:
             context.abort(self._grpc.StatusCode.PERMISSION_DENIED, str(exc))
         threading.Thread(target=self._receive, args=(link, frames), name=f"link-{self.me}-{link.peer}",
                          daemon=True).start()
         yield from link.frames()
+
+    def describe(self) -> dict[str, Any]:
+        """This party's identity, address and carrier, and what each peer's certificate presented (identity,
+        issuer, sha256 fingerprint), for comm.json."""
+        return {**super().describe(), "presented": {p: dict(v) for p, v in sorted(self._presented.items())}}

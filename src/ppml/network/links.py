@@ -10,9 +10,10 @@ authenticated both ways (mutual TLS: each side presents a certificate signed by 
   and accepts the connection only from a peer it expects to dial it, once.
 
 Nothing a sender writes says who it is: every message on a connection is the authenticated peer's. A
-connection carries frames encoded by the codec (so decoding is bounded): first ``("hello", session)`` from
-each side, which must match (the same experiment, parameters and seed), then ``("m", [(tag, seq, bytes),
-...])``, one frame per batch of messages, and at the end ``("bye",)`` or ``("abort", reason)``; a listener that
+connection carries frames encoded by the codec (so decoding is bounded): first ``("hello", session, facts)``
+from each side, which must match (the same experiment, parameters and seed, and the same public facts of the
+prepared data: row counts, the split, who holds which columns; a mismatch names the differing facts before any
+message is sent), then ``("m", [(tag, seq, bytes), ...])``, one frame per batch of messages, and at the end ``("bye",)`` or ``("abort", reason)``; a listener that
 refuses a dialer says ``("refused", why)``. A party batches what it sends to one peer until its program may
 block on a receive (:meth:`Links.flush`, called by :class:`~ppml.network.peer.PeerNetwork` before every
 receive) or the batch reaches :data:`BATCH_BYTES`.
@@ -28,8 +29,11 @@ hand-over between threads; gRPC's streams are read by a thread per link.
 Bounds and faults: a frame is at most :data:`MAX_FRAME` bytes (refused on both sides); what a receiver holds
 per sender is bounded by the peer network; connecting has :data:`CONNECT_TIMEOUT` (an unreachable peer is
 named with its address; a TLS failure — a certificate from another CA, a wrong name — is reported as soon as
-the handshake fails); a connection that breaks before the peer said bye, a refused identity, a hello from
-another run, or a malformed frame ends the run with a :class:`~ppml.network.ProtocolError` naming the peer.
+the handshake fails; the links a party dials are opened at once, and an error on any of its links ends the
+wait at once, naming that peer); a connection that breaks before the peer said bye, a refused identity, a
+hello from another run, or a malformed frame ends the run with a :class:`~ppml.network.ProtocolError` naming
+the peer. Errors are one line and bounded: what a peer or the operating system says is cut to a few hundred
+characters, and the refusals a listener saw are summarized (:data:`MAX_REASON`).
 """
 
 from __future__ import annotations
@@ -63,6 +67,49 @@ CLOSE_TIMEOUT = 10.0
 
 ABORT_LINGER = 2.0
 """Seconds a party that failed lets its peers read its abort before it drops the connections."""
+
+MAX_REASON = 300
+"""Characters kept of one reason that a peer or the operating system gave (a refusal, a failed handshake)."""
+
+MAX_FACTS = 256
+"""Most facts of the prepared data that a hello carries (keys and str values at most :data:`MAX_REASON`
+characters each)."""
+
+_DIAL_GRACE = 2.0
+"""Seconds past the connect deadline that a dialing thread gets to report why it did not link."""
+
+
+def _cut(text: str, limit: int = MAX_REASON) -> str:
+    """`text` on one line, at most `limit` characters (what a peer or the operating system says)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+class Refusals:
+    """The connections a listener refused or whose handshake failed, summarized in bounded memory: the first
+    few distinct reasons (each cut to :data:`MAX_REASON` characters) and how many there were in all."""
+
+    KEPT = 3
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reasons: list[str] = []
+        self.count = 0
+
+    def append(self, why: str) -> None:
+        why = _cut(why)
+        with self._lock:
+            self.count += 1
+            if why not in self._reasons and len(self._reasons) < self.KEPT:
+                self._reasons.append(why)
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def __str__(self) -> str:
+        with self._lock:
+            more = self.count - len(self._reasons)
+            return "; ".join(self._reasons) + (f" (and {more} more)" if more > 0 else "")
 
 
 class Link:
@@ -110,6 +157,12 @@ class Links:
         What both ends of a link must agree on (the experiment, a digest of its parameters, the seed).
     pairs : set of frozenset, optional
         The pairs that may talk (a graph's edges); every pair when None.
+    connect_timeout : float, optional
+        Seconds :meth:`connect` may take.
+    facts : dict of str to scalar, optional
+        The public facts of this party's prepared data that every party shares (see
+        :func:`ppml.network.party.data_facts`): carried by the hello and compared field by field, so that a
+        peer whose data differ is named with the differing facts. None: no facts (nothing to compare).
     """
 
     carrier = ""
@@ -118,12 +171,13 @@ class Links:
 
     def __init__(self, network: PeerNetwork, credentials: Credentials, identities: dict[str, str], *, listen: str,
                  session: str, pairs: set[frozenset] | None = None,
-                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
+                 connect_timeout: float = CONNECT_TIMEOUT, facts: dict[str, Any] | None = None) -> None:
         self.me = network._me
         self._network = network
         self._credentials = credentials
         self._identities = dict(identities)
         self._session = session
+        self._facts = _check_facts(facts or {}, "this party's data facts", ValueError)
         self._connect_timeout = float(connect_timeout)
         order = list(network.names)
         mine = order.index(self.me)
@@ -132,7 +186,8 @@ class Links:
         self._accept = [n for n in peers if order.index(n) < mine]
         self._links: dict[str, Link] = {}
         self._lock = threading.Lock()
-        self._refused: list[str] = []
+        self._refused = Refusals()
+        self._dialing: dict[str, str | None] = {}  # per peer dialed by connect: None while dialing, then its error or ""
         self._closed = False
         self._never = threading.Event()  # waited on for a pause that reads the links meanwhile
         self.address = self._listen(listen)
@@ -173,30 +228,69 @@ class Links:
     def connect(self, addresses: dict[str, str]) -> None:
         """Open the links this party dials, and wait until every link of the run has said hello.
 
+        The links are dialed at once, each in its own thread, while this party reads the links that are open
+        (their hellos). The first error on any link (a peer that cannot be reached or refuses this party, a
+        hello from another run, a link that broke, a peer that stopped) ends the wait at once, naming that
+        peer; a peer that stays silent is named at the connect timeout.
+
         Raises
         ------
         ProtocolError
             Naming the peer and its address, when it cannot be reached or refuses this party (or this party
-            refuses it) within the connect timeout.
+            refuses it), or when a link fails before every peer said hello, or at the connect timeout.
         """
         deadline = time.monotonic() + self._connect_timeout
         for peer in self._dial:
             if peer not in addresses:
                 raise ProtocolError(f"{self.me!r} has no address for {peer!r}")
-            self._open(peer, addresses[peer], deadline)
-        for peer in self._dial + self._accept:
-            while True:
-                link = self._links.get(peer)
-                if link is not None and link.error is not None:
-                    raise ProtocolError(link.error)
-                if link is None:  # not dialed in yet: read the links that are (their hellos)
-                    self._wait(self._never, 0.01)
-                elif self._wait(link.hello, 0.01):
-                    break
-                if time.monotonic() > deadline:
-                    refused = f"; refused: {'; '.join(self._refused)}" if self._refused else ""
-                    raise ProtocolError(f"{peer!r} did not link to {self.me!r} (listening at {self.address}) within "
-                                        f"{self._connect_timeout:g} s{refused}")
+        for peer in self._dial:
+            self._dialing[peer] = None
+            threading.Thread(target=self._dial_one, args=(peer, addresses[peer], deadline),
+                             name=f"dial-{self.me}-{peer}", daemon=True).start()
+        peers = self._dial + self._accept
+        while True:
+            error = self._connect_error(peers)
+            if error is not None:
+                raise ProtocolError(error)
+            if all(peer in self._links and self._links[peer].hello.is_set() for peer in peers):
+                return
+            now = time.monotonic()
+            if now > deadline and (now > deadline + _DIAL_GRACE
+                                   or not any(self._dialing[p] is None for p in self._dial)):
+                late = next(p for p in peers if not (p in self._links and self._links[p].hello.is_set()))
+                if late in self._dial:
+                    raise ProtocolError(f"{self.me!r} could not link to {late!r} at {addresses[late]} within "
+                                        f"{self._connect_timeout:g} s (no hello)")
+                refused = f"; refused: {self._refused}" if self._refused else ""
+                raise ProtocolError(f"{late!r} did not link to {self.me!r} (listening at {self.address}) within "
+                                    f"{self._connect_timeout:g} s{refused}")
+            self._wait(self._never, 0.02)  # reads the links that are open (their hellos, a refusal, an abort)
+
+    def _dial_one(self, peer: str, address: str, deadline: float) -> None:
+        """:meth:`_open` `peer` in a thread of its own; what went wrong is left for :meth:`connect`."""
+        error = ""
+        try:
+            self._open(peer, address, deadline)
+        except ProtocolError as exc:
+            error = _cut(str(exc), 3 * MAX_REASON)
+        except Exception as exc:  # noqa: BLE001 - the carrier's failure, named by connect
+            error = _cut(f"{self.me!r} could not link to {peer!r} at {address} ({_carrier_error(exc)})",
+                         3 * MAX_REASON)
+        self._dialing[peer] = error
+        if error and self.direct:
+            self._wake()
+
+    def _connect_error(self, peers: list[str]) -> str | None:
+        """The first error, in `peers`' order, of a link being opened or open; None while there is none."""
+        for peer in peers:
+            if self._dialing.get(peer):
+                return self._dialing[peer]
+            link = self._links.get(peer)
+            if link is not None and link.error is not None:
+                return link.error
+        if self._network.aborted is not None:
+            return self._network.aborted
+        return None
 
     def _register(self, link: Link) -> Link:
         with self._lock:
@@ -217,7 +311,21 @@ class Links:
         return peer
 
     def _hello(self) -> bytes:
-        return encode(("hello", self._session))[0]
+        return encode(("hello", self._session, self._facts))[0]
+
+    def _check_hello(self, link: Link, session: Any, facts: Any) -> None:
+        """Refuse a hello from another run, or from a peer whose prepared data differ from this party's."""
+        if session != self._session:
+            raise ProtocolError(f"{link.peer!r} is in another run or has other parameters (its session "
+                                f"{_cut(str(session), 80)!r}, this party's {self._session!r})")
+        theirs = _check_facts(facts, f"{link.peer!r}'s hello", WireError)
+        keys = list(self._facts) + [k for k in theirs if k not in self._facts]
+        differ = [k for k in keys if self._facts.get(k) != theirs.get(k)]
+        if differ:
+            shown = ", ".join(f"{k}: {_cut(repr(self._facts.get(k)), 60)} here, {_cut(repr(theirs.get(k)), 60)} "
+                              "there" for k in differ[:4])
+            more = f" (and {len(differ) - 4} more)" if len(differ) > 4 else ""
+            raise ProtocolError(f"{link.peer!r} is in another run: its data differ in {shown}{more}")
 
     # -- moving bytes -------------------------------------------------------------------------------------
 
@@ -241,7 +349,10 @@ class Links:
         """Reading `link` raised `exc`: a bad frame or refusal breaks it; so does a carrier failure before bye."""
         if isinstance(exc, (WireError, ProtocolError)):
             self._broken(link, str(exc))
-            link.cancel()
+            if str(exc).startswith(f"{link.peer!r} is in another run"):
+                link.end()  # not a reset: the peer reads this party's hello and names the difference itself
+            else:
+                link.cancel()
         elif isinstance(exc, Exception):  # the carrier's failure (a reset connection, a gRPC status)
             if not link.bye.is_set():
                 self._broken(link, _carrier_error(exc))
@@ -251,13 +362,11 @@ class Links:
     def _on_frame(self, link: Link, raw: bytes) -> None:
         frame = decode(raw)
         kind = frame[0] if isinstance(frame, tuple) and frame and isinstance(frame[0], str) else None
-        if kind == "hello" and len(frame) == 2:
-            if frame[1] != self._session:
-                raise ProtocolError(f"{link.peer!r} is in another run or has other parameters (its session "
-                                    f"{str(frame[1])[:80]!r}, this party's {self._session!r})")
+        if kind == "hello" and len(frame) == 3 and not link.hello.is_set():
+            self._check_hello(link, frame[1], frame[2])
             link.hello.set()
         elif kind == "refused" and len(frame) == 2 and isinstance(frame[1], str):
-            raise ProtocolError(f"{link.peer!r} refused the link: {frame[1][:500]}")
+            raise ProtocolError(f"{link.peer!r} refused the link: {_cut(frame[1], 500)}")
         elif not link.hello.is_set():
             raise WireError(f"{link.peer!r} sent a {kind!r} frame before its hello")
         elif kind == "m" and len(frame) == 2 and isinstance(frame[1], list):
@@ -268,7 +377,7 @@ class Links:
         elif kind == "bye" and len(frame) == 1:
             link.bye.set()
         elif kind == "abort" and len(frame) == 2 and isinstance(frame[1], str):
-            link.error = f"{link.peer!r} stopped ({frame[1][:500]})"
+            link.error = f"{link.peer!r} stopped ({_cut(frame[1], 500)})"
             self._network.abort(link.error)
             link.bye.set()
         else:
@@ -276,7 +385,8 @@ class Links:
 
     def _broken(self, link: Link, why: str) -> None:
         if link.error is None:
-            link.error = why if why.startswith(f"{link.peer!r} refused") else f"the link to {link.peer!r} broke ({why})"
+            own = why.startswith((f"{link.peer!r} refused", f"{link.peer!r} is in another run"))
+            link.error = why if own else f"the link to {link.peer!r} broke ({_cut(why, 3 * MAX_REASON)})"
         self._network.abort(link.error)
 
     def post(self, dst: str, tag: str, seq: int, data: bytes) -> None:
@@ -359,8 +469,21 @@ def _carrier_error(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     if callable(code):  # a gRPC status
         details = exc.details() if hasattr(exc, "details") else ""
-        return f"{getattr(code(), 'name', 'error')}: {details or 'the stream ended abruptly'}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return _cut(f"{getattr(code(), 'name', 'error')}: {details or 'the stream ended abruptly'}")
+    return _cut(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
+
+
+def _check_facts(facts: Any, what: str, error: type[Exception]) -> dict[str, Any]:
+    """`facts` if it is a dict of at most :data:`MAX_FACTS` str keys to None, bool, int, float or str (keys
+    and str values of at most :data:`MAX_REASON` characters), else `error` naming `what`."""
+    if not isinstance(facts, dict) or len(facts) > MAX_FACTS:
+        raise error(f"{what}: the data facts must be a dict of at most {MAX_FACTS} entries")
+    for key, value in facts.items():
+        if not (isinstance(key, str) and len(key) <= MAX_REASON and (
+                value is None or isinstance(value, (bool, int, float))
+                or (isinstance(value, str) and len(value) <= MAX_REASON))):
+            raise error(f"{what}: data fact {_cut(repr(key), 60)} is not a short name with a scalar value")
+    return dict(facts)
 
 
 def make_links(carrier: str, network: PeerNetwork, credentials: Credentials, identities: dict[str, str], **kwargs

@@ -6,7 +6,8 @@ dataset's manifest, which holds only public facts, and its own shard file) and i
 party does, runs its own role's program over links to its peers (:mod:`ppml.network.links`) and writes what
 it saw into its output directory:
 
-- ``comm.json``: per seed, its identity and address, its peers' identities and addresses, what it sent
+- ``comm.json``: per seed, its identity and address, its peers' identities and addresses, what each peer's
+  certificate presented (``presented``: identity, issuer, sha256 fingerprint), what it sent
   (messages, bytes, ciphertexts, per tag) and what it received;
 - where its program returns the run's history (the label holder, the evaluator, FDML's server):
   ``history.json`` and ``metrics.json`` of its own records. The run's privacy ledger and the other parties'
@@ -14,8 +15,10 @@ it saw into its output directory:
   starts every party on this machine and assembles the whole run, as for every transport;
   :mod:`ppml.network.local`.)
 
-Links agree on a session (the experiment name, a digest of its block and the seed, and the seed index), so two
-parties with different parameters refuse each other instead of computing garbage.
+Links agree on a session (the experiment name, a digest of its block and the seed, and the seed index) and on
+the public facts of the prepared data (:func:`data_facts`: the parties' columns and row counts, the split, the
+alignment), so two parties with different parameters, or whose data were prepared differently, refuse each
+other at the hello, naming what differs, instead of computing garbage.
 """
 
 from __future__ import annotations
@@ -38,13 +41,56 @@ from ppml.network.peers import load_peers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_party", "session_of", "fail_line"]
+__all__ = ["run_party", "session_of", "data_facts", "fail_line"]
 
 
 def session_of(experiment: str, block: dict[str, Any], seed: int, index: int) -> str:
     """What both ends of every link must agree on: the experiment, its parameters and the seed."""
     digest = hashlib.sha256(json.dumps({"block": block, "seed": seed}, sort_keys=True, default=str).encode())
     return f"{experiment}:{digest.hexdigest()[:16]}:seed{index}"
+
+
+def data_facts(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The public facts of a prepared dataset that every party of a run shares, from its manifest.json.
+
+    Parameters
+    ----------
+    manifest : dict
+        What the prepare stage wrote (:mod:`ppml.data.prepare`).
+
+    Returns
+    -------
+    dict of str to scalar
+        Flat and bounded, for the hello of every link (:class:`~ppml.network.links.Links`), in this order:
+        the partition and the parties; the split (its method, test fraction and row counts); the alignment's
+        method, shared ids and any digest the manifest holds; per party (and the evaluator) its columns,
+        training and test rows and whether it holds the labels; the seed the data were prepared with. A fact
+        the manifest lacks is left out; a value that is not a short scalar is replaced by its digest.
+    """
+    facts: dict[str, Any] = {"partition": manifest.get("partition")}
+    entries = list(manifest.get("parties") or [])[:32]
+    facts["parties"] = ",".join(str(e.get("name")) for e in entries)
+    for block, keys in (("split", ("method", "test_fraction", "train", "test")),
+                        ("alignment", ("method", "shared_ids"))):
+        given = manifest.get(block) or {}
+        if isinstance(given, dict):
+            keys = keys + tuple(k for k in given if "digest" in k and k not in keys)
+            facts.update({f"{block}.{k}": given[k] for k in keys if k in given})
+    if manifest.get("evaluator") is not None:
+        entries.append({**manifest["evaluator"], "name": "evaluator"})
+    for entry in entries:
+        for key in ("columns", "train_rows", "test_rows", "label_holder"):
+            if key in entry:
+                facts[f"{entry.get('name')}.{key}"] = entry[key]
+    if "seed" in manifest:
+        facts["prepare.seed"] = json.dumps(manifest["seed"], sort_keys=True)
+    # scalars only, bounded (a hello carries at most MAX_FACTS of them); anything else by its digest
+    for key, value in facts.items():
+        if not (value is None or isinstance(value, (bool, int, float))) and (not isinstance(value, str)
+                                                                            or len(value) > 200):
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+            facts[key] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return {k[:200]: v for k, v in facts.items()}
 
 
 def _own_shard(data_dir: Path, manifest: dict[str, Any], shard: str) -> Path:
@@ -112,7 +158,7 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         net = PeerNetwork(party, names, network.edges, timeout)
         links = make_links(block.get("links", "tls"), net, peers.credentials, peers.identities,
                            listen=peers.listen, session=session_of(experiment, block, seed, index),
-                           pairs=network.edges, connect_timeout=connect_timeout)
+                           pairs=network.edges, connect_timeout=connect_timeout, facts=data_facts(manifest))
         log.info("%s: seed %d/%d, party %s listening at %s; linking to %s", experiment, index + 1, seeds, party,
                  links.address, ", ".join(f"{n}@{a}" for n, a in peers.addresses.items()))
         try:

@@ -5,7 +5,8 @@ address. Each actor loads only its own shard, runs its party's program and is th
 program creates (the arbiter's Paillier private key, a party's model). Ray places, starts and supervises the
 processes and reports their deaths; the messages do not go through Ray: every pair of parties is linked
 directly (:mod:`ppml.network.links`: one mutually authenticated TLS connection per pair, certificates made for
-the run), because an actor call costs about 1.3 ms of CPU, several times a message on a link. The receiver
+the run, whose hello compares the public facts of each party's prepared data: a node whose copy of the data
+was prepared differently is named at the hello), because an actor call costs about 1.3 ms of CPU, several times a message on a link. The receiver
 decodes with the bounded codec and holds a bounded amount per sender (:mod:`ppml.network.peer`). Random
 generators are not shipped: each party's process creates its own from their descriptions
 (:mod:`ppml.privacy.noise`).
@@ -71,15 +72,18 @@ class _PartyActor:
     """The process of one network address: its network side, its links to the peers, its shard, its program."""
 
     def __init__(self, name: str, names: tuple[str, ...], edges: Any, timeout: float, credentials: Credentials,
-                 session: str, host: str | None, links: str) -> None:
+                 session: str, host: str | None, links: str, facts: dict[str, Any] | None = None,
+                 manifest: str | None = None) -> None:
         self._name = name
         self._timeout = timeout
         pairs = None if edges is None else {frozenset(e) for e in edges}
         self._net = PeerNetwork(name, names, pairs, timeout)
         # a local cluster links over loopback; a joined one over the address of the node this party was placed on
         listen = f"{host or _node()['node_ip']}:0"
+        # a party with a shard says what its own node's manifest says (its shard is read there), else the driver's
+        facts = _facts_at(manifest) or facts
         self._links = make_links(links, self._net, credentials, {n: n for n in names if n != name}, listen=listen,
-                            session=session, pairs=pairs)
+                                 session=session, pairs=pairs, facts=facts)
 
     def address(self) -> str:
         return self._links.address
@@ -108,6 +112,17 @@ class _PartyActor:
             raise
         out = run_program(self._links, role.program, party, kwargs, timeout=self._timeout)
         return {**out, "where": {**here(), **_node(), **self._links.describe()}}
+
+
+def _facts_at(manifest: str | None) -> dict[str, Any] | None:
+    """The public facts (:func:`ppml.network.party.data_facts`) of the manifest at path `manifest`; None when
+    there is none (a path not given, or no such file on this node)."""
+    from ppml.io import read_json
+    from ppml.network.party import data_facts
+
+    if manifest is None or not os.path.isfile(manifest):
+        return None
+    return data_facts(read_json(manifest))
 
 
 def _node() -> dict[str, str]:
@@ -253,6 +268,9 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str], *,
     names = tuple(n for n in network.names if n in {r.name for r in roles})
     _, _, credentials = throwaway_set(names)
     session = secrets.token_hex(8)
+    # the manifest beside the shards (as the prepare stage writes them): every party's hello carries its facts
+    manifest = next((os.path.join(os.path.dirname(str(p)), "manifest.json") for p in shard_paths.values()), None)
+    facts = _facts_at(manifest)
     with ray_cluster(num_cpus=max(2, len(roles))) as joined:
         actors: dict[str, Any] = {}
         try:
@@ -265,7 +283,8 @@ def run_ray(roles: list[Role], network: Network, shard_paths: dict[str, str], *,
                     options["resources"] = {f"{RESOURCE_PREFIX}{role.name}": 0.001}
                 actors[role.name] = actor_class.options(**options).remote(
                     role.name, names, None if network.edges is None else [tuple(e) for e in network.edges],
-                    network.timeout, credentials[role.name], session, None if joined else "127.0.0.1", links)
+                    network.timeout, credentials[role.name], session, None if joined else "127.0.0.1", links,
+                    facts, None if role.shard is None else manifest)
             where = _start(ray, actors, joined)
             log.info("ray: %d parties started and linked (%s)", len(actors),
                      ", ".join(f"{n}@{w['host']}:{w['pid']}" for n, w in where.items()))

@@ -1,15 +1,28 @@
 """Links carried by the standard library's TLS: one TCP connection per pair, mutual TLS, length-prefixed frames.
 
-The listener accepts a connection only after a TLS handshake that verified the dialer's certificate against
-the CA it trusts (``CERT_REQUIRED``), and reads the dialer's identity from it (DNS subject-alternative names and
-common name). The dialer verifies the listener's certificate and that it speaks as the peer it dialed
-(``server_hostname`` = the peer's identity, checked by the TLS library). Every frame is an 8-byte
+Trust is per peer (:func:`~ppml.network.tls.check_presented`). The listener cannot know who dials before the
+handshake: its TLS layer accepts a certificate of any CA it trusts (``CERT_REQUIRED``), it reads the dialer's
+identity from it (DNS subject-alternative names and common name), and then, before any frame, accepts it only
+if that peer's own CA signed it and, where pinned, it has that peer's fingerprint; else it tells the dialer
+why (a ``refused`` frame). The dialer knows whom it dials: its TLS context trusts that peer's CA alone and
+checks that the certificate speaks as the peer (``server_hostname`` = the peer's identity), then checks the
+pinned fingerprint; a refusal names the peer, the issuer presented and the one expected. What each peer
+presented (identity, issuer, fingerprint) is in :meth:`TlsLinks.describe`. Every frame is an 8-byte
 little-endian length and that many bytes, at most :data:`~ppml.network.links.MAX_FRAME`; the length is checked
 before anything is read. TCP_NODELAY: a frame leaves at once.
+
+A listener stays up whatever arrives: an error of ``accept`` (such as EMFILE, the process out of file
+descriptors, after which it backs off for :data:`ACCEPT_BACKOFF` s) or of a handshake is logged, rate-limited,
+and the listener goes on. At most :data:`MAX_HANDSHAKES` connections are in their handshake at once (more are
+closed at once), each for at most :data:`HANDSHAKE_TIMEOUT` s in all; a dialer whose connection was closed
+during the handshake tries again until its connect deadline, so a flood of connections delays a party but
+does not disable it.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import select
 import socket
@@ -18,26 +31,47 @@ import struct
 import tempfile
 import threading
 import time
+from typing import Any
+
 from ppml.network.codec import encode
 from ppml.network.errors import ProtocolError, WireError
-from ppml.network.links import MAX_FRAME, Link, Links
-from ppml.network.tls import Credentials
+from ppml.network.links import MAX_FRAME, Link, Links, _cut
+from ppml.network.tls import Credentials, check_presented, issuer_of, subjects
 
-__all__ = ["TlsLinks"]
+log = logging.getLogger(__name__)
+
+__all__ = ["TlsLinks", "accept_presented", "presented_by", "refused_listener"]
 
 _LEN = struct.Struct("<Q")
 _CHUNK = 2**16
 _SEND_CHUNK = 2**18
 
 HANDSHAKE_TIMEOUT = 10.0
-"""Seconds a connection has to complete its TLS handshake and say hello."""
+"""Seconds a connection has to complete its TLS handshake and say hello (a listener drops it after that)."""
+
+MAX_HANDSHAKES = 16
+"""Most connections one listener holds in their TLS handshake at once; a connection beyond is closed at once."""
+
+ACCEPT_BACKOFF = 0.1
+"""Seconds a listener pauses after ``accept`` failed for want of file descriptors or memory, so that it does
+not spin while the connections it holds free them."""
+
+LOG_EVERY = 5.0
+"""Seconds between two log lines of the same kind of listener error (the ones between are counted)."""
+
+_SCARCE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
-def _context(credentials: Credentials, server: bool) -> ssl.SSLContext:
+def _context(credentials: Credentials, server: bool, ca: bytes | None = None, alpn: list[str] | None = None
+             ) -> ssl.SSLContext:
+    """A TLS context presenting this party's certificate and verifying the other side's against `ca` (by
+    default every CA this party trusts)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.verify_mode = ssl.CERT_REQUIRED
-    context.load_verify_locations(cadata=credentials.ca.decode("ascii"))
+    context.load_verify_locations(cadata=(credentials.ca if ca is None else ca).decode("ascii"))
+    if alpn:
+        context.set_alpn_protocols(alpn)
     # the ssl module loads a key only from a file: a private one, removed at once
     with tempfile.TemporaryDirectory(prefix="ppml-key-") as directory:
         path = os.path.join(directory, "party.pem")
@@ -46,6 +80,54 @@ def _context(credentials: Credentials, server: bool) -> ssl.SSLContext:
             f.write(credentials.certificate + b"\n" + credentials.key)
         context.load_cert_chain(path)
     return context
+
+
+def accept_presented(links: Links, peer: str, certificate: bytes | None) -> None:
+    """Accept `certificate` (DER or PEM) as `peer`'s, recording what it presented in ``links._presented``, or
+    raise a ProtocolError naming the peer, the presented issuer and the expected one (also kept among the
+    refusals a listener reports)."""
+    credentials = links._credentials
+    try:
+        if not certificate:
+            raise ValueError(f"{links.me!r} refused {peer!r}: it presented no certificate")
+        links._presented[peer] = check_presented(certificate, peer, links._identities[peer],
+                                                 credentials.ca_of(peer), credentials.pins.get(peer), links.me)
+    except ValueError as exc:
+        links._refused.append(str(exc))
+        log.warning("%s", exc)
+        raise ProtocolError(str(exc)) from None
+
+
+def presented_by(address: str, identity: str, alpn: list[str] | None = None,
+                 context: ssl.SSLContext | None = None) -> bytes | None:
+    """The certificate (DER) the listener at `address` presents to a TLS client naming `identity`: verified
+    with `context`, or unverified and without a client certificate (to name the issuer of one that was
+    refused: the listener then refuses this handshake); None when none could be read."""
+    if context is None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        if alpn:
+            context.set_alpn_protocols(alpn)
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=HANDSHAKE_TIMEOUT) as raw:
+            with context.wrap_socket(raw, server_hostname=identity) as sock:
+                return sock.getpeercert(binary_form=True)
+    except (OSError, ValueError):
+        return None
+
+
+def refused_listener(links: Links, peer: str, address: str, why: Any, alpn: list[str] | None = None) -> str:
+    """Why a dialer's handshake with `peer` at `address` failed: the peer, the issuer it presented (read by an
+    unverified handshake) and the CA expected, and the TLS library's reason."""
+    identity = links._identities[peer]
+    presented = presented_by(address, identity, alpn)
+    issuer = "an unreadable certificate" if presented is None else f"a certificate issued by {issuer_of(presented)!r}"
+    expected = " or ".join(repr(s) for s in subjects(links._credentials.ca_of(peer)))
+    return (f"{links.me!r} could not open an authenticated link to {peer!r} at {address} (its certificate must "
+            f"speak as {identity!r} and be signed by a CA this party trusts for it, and this party's by one it "
+            f"trusts): it presented {issuer}, expected one issued by {expected}: {why}")
 
 
 def _names(cert: dict) -> list[str]:
@@ -189,13 +271,19 @@ class TlsLinks(Links):
 
     def _listen(self, listen: str) -> str:
         host, _, port = listen.rpartition(":")
-        self._server_context = _context(self._credentials, server=True)
-        self._client_context = _context(self._credentials, server=False)
+        self._server_context = _context(self._credentials, server=True)  # every CA trusted: then per peer
+        self._client_contexts = {peer: _context(self._credentials, server=False, ca=self._credentials.ca_of(peer))
+                                 for peer in self._dial}
+        self._presented: dict[str, dict[str, Any]] = {}
         try:
             self._socket = socket.create_server((host.strip("[]"), int(port)), backlog=64)
         except OSError as exc:
             raise ProtocolError(f"{self.me!r} cannot listen at {listen} ({exc.strerror or exc})") from None
         self._stopping = False
+        self._socket.settimeout(0.5)  # the accept loop drops handshakes past their time at least this often
+        self._shaking: dict[object, tuple[socket.socket, float]] = {}  # per handshake: a dup of it, its deadline
+        self._shaking_lock = threading.Lock()
+        self._noted: dict[str, list[float]] = {}  # per kind of listener error: when last logged, how many since
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -209,6 +297,10 @@ class TlsLinks(Links):
         except OSError:
             pass
         self._socket.close()
+        with self._shaking_lock:  # the handshakes under way end now (their threads close them)
+            for key, (watch, _) in list(self._shaking.items()):
+                self._shaking[key] = (watch, 0.0)
+        self._reap()
         self._wake_r.close()
         self._wake_w.close()
 
@@ -283,12 +375,92 @@ class TlsLinks(Links):
         return waited + time.monotonic() - start
 
     def _accepting(self) -> None:
+        """Accept connections until :meth:`_stop`; no error ends the loop (see the module docstring)."""
         while not self._stopping:
+            self._reap()
             try:
                 raw, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if self._stopping or exc.errno == errno.EBADF:
+                    return
+                self._note("accept", f"{self.me!r} could not accept a connection ({exc.strerror or exc})")
+                time.sleep(ACCEPT_BACKOFF if exc.errno in _SCARCE else 0.01)
+                continue
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the listener stays up
+                self._note("accept", f"{self.me!r} could not accept a connection ({type(exc).__name__}: {exc})")
+                time.sleep(ACCEPT_BACKOFF)
+                continue
+            self._admit(raw)
+
+    def _admit(self, raw: socket.socket) -> None:
+        """Start `raw`'s handshake in a thread of its own, unless :data:`MAX_HANDSHAKES` are under way (or this
+        process is out of descriptors or threads): then it is closed at once."""
+        key = object()
+        with self._shaking_lock:
+            full = len(self._shaking) >= MAX_HANDSHAKES
+        try:
+            if full:
+                raise OSError(f"{MAX_HANDSHAKES} connections are in their handshake already")
+            watch = raw.dup()  # to end a handshake that takes too long, whatever its thread is doing
+        except OSError as exc:
+            raw.close()
+            self._note("excess", f"{self.me!r} closed a connection at once ({exc.strerror or exc})")
+            if exc.errno in _SCARCE:
+                time.sleep(ACCEPT_BACKOFF)
+            return
+        with self._shaking_lock:
+            self._shaking[key] = (watch, time.monotonic() + HANDSHAKE_TIMEOUT)
+        try:
+            threading.Thread(target=self._welcoming, args=(raw, key), name=f"link-{self.me}-in", daemon=True).start()
+        except RuntimeError as exc:  # no thread to be had
+            self._unwatch(key)
+            raw.close()
+            self._note("excess", f"{self.me!r} closed a connection at once ({exc})")
+            time.sleep(ACCEPT_BACKOFF)
+
+    def _welcoming(self, raw: socket.socket, key: object) -> None:
+        try:
+            self._welcome(raw)
+        except Exception as exc:  # noqa: BLE001 - one connection's failure: logged, the listener goes on
+            raw.close()
+            self._note("welcome", f"{self.me!r} dropped a connection ({type(exc).__name__}: {exc})")
+        finally:
+            self._unwatch(key)
+
+    def _unwatch(self, key: object) -> None:
+        with self._shaking_lock:
+            entry = self._shaking.pop(key, None)
+        if entry is not None:
+            entry[0].close()
+
+    def _reap(self) -> None:
+        """End the handshakes that are past :data:`HANDSHAKE_TIMEOUT` (their threads then fail and close them)."""
+        now = time.monotonic()
+        with self._shaking_lock:
+            late = [key for key, (_, until) in self._shaking.items() if until < now]
+            entries = [self._shaking.pop(key) for key in late]
+        for watch, _ in entries:
+            try:
+                watch.shutdown(socket.SHUT_RDWR)
             except OSError:
-                return
-            threading.Thread(target=self._welcome, args=(raw,), name=f"link-{self.me}-in", daemon=True).start()
+                pass
+            watch.close()
+        if entries:
+            self._note("slow", f"{self.me!r} dropped {len(entries)} connection(s) whose handshake took more "
+                               f"than {HANDSHAKE_TIMEOUT:g} s")
+
+    def _note(self, kind: str, message: str) -> None:
+        """Log `message` (one line, bounded), at most once per :data:`LOG_EVERY` s per `kind`."""
+        now = time.monotonic()
+        last = self._noted.setdefault(kind, [-LOG_EVERY, 0])
+        if now - last[0] < LOG_EVERY:
+            last[1] += 1
+            return
+        since = f" ({last[1]} more like it in the last {now - last[0]:.0f} s)" if last[1] else ""
+        last[0], last[1] = now, 0
+        log.warning("%s%s", _cut(message), since)
 
     def _welcome(self, raw: socket.socket) -> None:
         """A dialer: after a verified handshake, linked if its certificate speaks as a peer expected to dial."""
@@ -302,6 +474,7 @@ class TlsLinks(Links):
             return
         try:
             peer = self._identify(_names(sock.getpeercert() or {}))
+            accept_presented(self, peer, sock.getpeercert(binary_form=True))
             link = self._register(_TlsLink(peer, sock, self))
         except ProtocolError as exc:
             _refuse(sock, str(exc))
@@ -313,29 +486,56 @@ class TlsLinks(Links):
         identity = self._identities[peer]
         host, _, port = address.rpartition(":")
         last = "no answer"
-        while True:  # the listener may not be up yet: try until the deadline, but a TLS refusal is final
+        # the listener may not be up yet, or may have closed the connection at once (too many handshakes under
+        # way): try until the deadline; but a TLS refusal is final
+        while True:
             left = deadline - time.monotonic()
             try:
                 raw = socket.create_connection((host.strip("[]"), int(port)), timeout=max(0.05, min(5.0, left)))
-                break
             except OSError as exc:
-                last = exc.strerror or type(exc).__name__
+                last = _cut(exc.strerror or type(exc).__name__, 200)
+            else:
+                sock = self._handshake(raw, peer, address, identity)
+                if sock is not None:
+                    break
+                last = "it closed the connection during the TLS handshake"
+            if self._closed:
+                raise ProtocolError(f"{self.me!r} stopped linking to {peer!r}: its links are closed")
             if time.monotonic() > deadline:
                 raise ProtocolError(f"{self.me!r} could not reach {peer!r} at {address} within "
                                     f"{self._connect_timeout:g} s ({last})")
             time.sleep(0.05)
+        try:
+            accept_presented(self, peer, sock.getpeercert(binary_form=True))
+        except ProtocolError as exc:
+            _refuse(sock, str(exc))  # the listener is told, as a dialer would be
+            raise
+        sock.settimeout(None)
+        try:
+            link = self._register(_TlsLink(peer, sock, self))
+        except ProtocolError:
+            sock.close()
+            raise
+        link.open(self._hello())
+
+    def describe(self) -> dict[str, Any]:
+        """This party's identity, address and carrier, and what each peer's certificate presented (identity,
+        issuer, sha256 fingerprint), for comm.json."""
+        return {**super().describe(), "presented": {p: dict(v) for p, v in sorted(self._presented.items())}}
+
+    def _handshake(self, raw: socket.socket, peer: str, address: str, identity: str) -> ssl.SSLSocket | None:
+        """The TLS connection over `raw` to `peer`; None when the listener closed it during the handshake (to
+        be tried again); a ProtocolError when TLS refused it."""
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         raw.settimeout(HANDSHAKE_TIMEOUT)
         try:
-            sock = self._client_context.wrap_socket(raw, server_hostname=identity)
+            return self._client_contexts[peer].wrap_socket(raw, server_hostname=identity)
+        except (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError, TimeoutError):
+            raw.close()
+            return None
         except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
             raw.close()
-            raise ProtocolError(f"{self.me!r} could not open an authenticated link to {peer!r} at {address} (its "
-                                f"certificate must speak as {identity!r} and be signed by a CA this party trusts, "
-                                f"and this party's by one it trusts): {exc}") from None
-        sock.settimeout(None)
-        link = self._register(_TlsLink(peer, sock, self))
-        link.open(self._hello())
+            raise ProtocolError(refused_listener(self, peer, address, _cut(str(exc)))) from None
 
 
 def _refuse(sock: ssl.SSLSocket, why: str) -> None:

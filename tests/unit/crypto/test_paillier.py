@@ -143,6 +143,22 @@ def test_bucket_multiexp_against_pow(keys, window):
     assert int(paillier._multiexp(bases, exps, gmpy2.mpz(pk.nsquare))) == reference
 
 
+def test_multiexp_cuts_rare_large_exponents_and_stays_exact(keys):
+    """Standardized features with a few outliers: most exponents 14 bits, three of 30. The cut at a lower
+    bit (low parts by buckets, the few high parts apart) gives the exact product."""
+    pk, _ = keys["djn"]
+    rng = np.random.default_rng(11)
+    bases = [gmpy2.mpz(int(c)) for c in pk.encrypt(rng.normal(size=300), frac_bits=8).ciphertexts]
+    exps = rng.integers(0, 2**14, size=300)
+    exps[[5, 77, 250]] = [2**30 - 1, 2**29 + 12345, 2**25]
+    bits, _ = paillier._split_bits(exps, 30)
+    assert bits < 30  # the cost model does cut here
+    reference = 1
+    for b, e in zip(bases, exps):
+        reference = reference * pow(int(b), int(e), pk.nsquare) % pk.nsquare
+    assert int(paillier._multiexp(bases, exps, gmpy2.mpz(pk.nsquare))) == reference
+
+
 @pytest.mark.parametrize("scheme", ["djn", "textbook"])
 def test_ciphertexts_decrypt_with_phe(keys, scheme):
     pk, sk = keys[scheme]

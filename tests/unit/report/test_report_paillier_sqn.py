@@ -18,12 +18,15 @@ def _run(dataset, batch, method, *, epochs, loss, auc, encrypted=True, converged
     metrics = {"algorithm": method, "dataset": dataset, "batch_size": batch, "encrypted": encrypted,
                "status": "ok", "epochs": epochs, "loss": loss, "test_auc": auc, "train_auc": auc + 0.002,
                "converged": converged, "seconds": 100.0, "seeds": seeds, "eta": 0.15, "lam": lam,
-               "key_bits": 2048, "n_parameters": 24, "ab_ciphertexts_per_iteration": 2002.0,
+               "key_bits": 2048, "n_parameters": 24, "ab_ciphertexts_per_iteration": 402.0,
+               "ab_ciphertexts_per_iteration_unpacked": 2002.0, "packing_slots": 5,
                "poster_ab_per_iteration": 3000.0, "ab_bytes_per_iteration": 1.0e6,
                "arbiter_ciphertexts_per_iteration": 25.0, "poster_arbiter_per_iteration": 48.0,
                "arbiter_bytes_per_iteration": 1.3e4}
-    if method == "paillier_sqn":
-        metrics.update(L=4, M=5, S_H=None)
+    if method == "paillier_sqn":  # every L = 4 iterations 2 |S_H| more A<->B, n more to C
+        metrics.update(L=4, M=5, S_H=None, ab_ciphertexts_per_iteration=402.0 + 2 * 200 / 4,
+                       ab_ciphertexts_per_iteration_unpacked=2002.0 + 2 * 1000 / 4,
+                       arbiter_ciphertexts_per_iteration=25.0 + 24 / 4)
     if seeds > 1:
         metrics["epochs_std"] = 1.5
     name = f"{method}-{dataset}-b{batch}" + ("" if lam else "-lam0") + ("" if encrypted else "-plain")
@@ -67,12 +70,15 @@ def test_table_claims_and_figure(out):
     assert "Hanley-McNeil" in match.margin
     far = claims["paillier_sqn-give_credit-b3000-paillier_sgd-matches"]  # AUC 0.7000 vs 0.6982: fine
     assert far.verdict == "PASS"
-    assert len(claims) == 12
+    extra = claims["paillier_sqn-default_credit-b1000-extra-communication"]
+    assert extra.verdict == "PASS" and extra.ours.startswith("1.250 (unpacked counts; packed 1.248)")
+    assert len(claims) == 16
 
     table = (out.tables_dir / "paillier_sqn_table1.md").read_text()
     assert "| Credit 1 | 1000 | SGD | 12 | 9 | 0.4962 | 0.4962 |" in table
     assert r"3\|S\| + 2\|S_H\|/L" in table and "Plaintext mode over seeds" in table
-    assert "| Credit 2 | 3000 | SQN | 2002 | 3000 | 1000 | 25 | 24 | 48 | 13 |" in table
+    assert "| Credit 2 | 3000 | SQN | 5 | 502 | 2502 | 3000 | 1000 | 31 | 24 | 48 | 13 |" in table
+    assert "| Credit 1 | 1000 | 4 | 1.250 | 1.248 | 1.250 |" in table
     assert (out.plots_dir / "paillier_sqn_loss.png").exists()
     assert (out.plots_dir / "data" / "paillier_sqn_loss.csv").read_text().count("\n") == 1 + 13 + 34 + 13 + 21
 
@@ -110,11 +116,20 @@ def test_lam0_columns_claims_and_selection_rule(out):
             runs.append(_run(dataset, batch, "paillier_sqn", epochs=11 if batch == 3000 else 4, loss=0.4954,
                              auc=0.7199, encrypted=False, lam=0.0))
     claims = {c.id: c for c in report.build(Runs(runs), out)}
-    assert len(claims) == 16
+    assert len(claims) == 20  # 4 fewer-epochs, 4 at lambda = 0, 4 extra-communication, 8 matches
     assert claims["paillier_sqn-give_credit-b1000-lam0-fewer-epochs"].verdict == "PASS"
     assert claims["paillier_sqn-give_credit-b3000-lam0-fewer-epochs"].verdict == "NOT SHOWN"  # a tie: 11 vs 11
     table = (out.tables_dir / "paillier_sqn_table1.md").read_text()
     # the lam = 0 cells sit in the encrypted run's row; the lam = 0 runs are not in the seeds table
     assert "| paillier_sgd-default_credit-b1000 | 11 | 0.4955 | 0.7213 |" in table
     assert "Plaintext mode over seeds" not in table
-    assert report.SELECTION_RULE in table
+    assert report.SELECTION_RULE in table and report.BATCH_RULE in table and report.PACKING_NOTE in table
+    assert report.FRAC_BITS_NOTE in table
+
+
+def test_sqn_beyond_the_posters_extra_communication_fails(out):
+    runs = _all_runs()
+    runs[1].metrics["ab_ciphertexts_per_iteration_unpacked"] = 3000.0  # 3000 + 31 against (2002 + 25) 1.25
+    claims = {c.id: c for c in report.build(Runs(runs), out)}
+    assert claims["paillier_sqn-default_credit-b1000-extra-communication"].verdict == "FAIL"
+    assert claims["paillier_sqn-give_credit-b1000-extra-communication"].verdict == "PASS"
