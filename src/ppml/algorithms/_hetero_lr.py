@@ -114,6 +114,8 @@ VALUE_FRAC_BITS = 52
 ZERO_CHUNK = 256
 #: Digit width of the background workers' fixed-base obfuscator table (see PublicKey.build_table).
 WORKER_TABLE_WINDOW = 12
+#: Share of a product's columns a party's background process computes beside the party's own process.
+WORKER_SHARE = 0.5
 
 LOG2 = math.log(2.0)
 
@@ -162,8 +164,8 @@ class ProtocolParams:
         poster's 3|S| per iteration counts), or one ciphertext of their sum (FATE's code). The loss is equal.
     precompute_workers : int
         Background processes per party that encrypt zeros ahead of time, so that the protocol's own
-        encryptions cost one modular product each (0, the default: encrypt in line). Results do not depend on
-        it. The processes are spawned, so the program's main module must be import-safe (``if __name__ ==
+        encryptions cost one modular product each, and compute part of each encrypted product X^T [v] while
+        the party computes the rest (0, the default: everything in line). Results do not depend on it. The processes are spawned, so the program's main module must be import-safe (``if __name__ ==
         "__main__"``), as for any spawn-based multiprocessing.
     packing : int or "auto"
         Rows per ciphertext of the per-row vectors [u_A], [d] (and SQN's [X_A s_A], [h]) (1, the default: one
@@ -361,6 +363,21 @@ def _worker_zeros(count: int) -> list[int]:
     return _WORKER_PUBLIC_KEY.encrypt(np.zeros(count), frac_bits=0).ciphertexts.tolist()
 
 
+def _matvec(vector: EncryptedVector, X: np.ndarray, *, layout: Layout | None, rows: int,
+            frac_bits: int) -> EncryptedVector:
+    """X^T [v], packed (:meth:`Layout.matvec`) or not."""
+    if layout is None:
+        return vector.matvec(X, frac_bits=frac_bits)
+    return layout.matvec(vector, X, rows=rows, frac_bits=frac_bits)
+
+
+def _worker_matvec(ciphertexts: list[int], vector_frac_bits: int, X: np.ndarray, layout: Layout | None,
+                   rows: int, frac_bits: int) -> list[int]:
+    """Some columns of X^T [v], computed in a background process (the ciphertexts are its own party's)."""
+    vector = EncryptedVector(_WORKER_PUBLIC_KEY, ciphertexts, vector_frac_bits)
+    return _matvec(vector, X, layout=layout, rows=rows, frac_bits=frac_bits).ciphertexts.tolist()
+
+
 class Encryptor:
     """One party's fresh encryptions under the public key it received.
 
@@ -405,6 +422,19 @@ class Encryptor:
         if self._pool is None:
             return self.public_key.encrypt_encoded(ints, frac_bits=frac_bits)
         return self._zeros(len(ints), frac_bits).add_encoded(ints)
+
+    def matvec(self, vector: EncryptedVector, X: np.ndarray, *, layout: Layout | None, rows: int,
+               frac_bits: int) -> EncryptedVector:
+        """X^T [v] (packed or not), with the background process computing the first :data:`WORKER_SHARE`
+        of the columns while this one computes the rest: the same ciphertexts, sooner."""
+        columns = X.shape[1]
+        theirs = int(columns * WORKER_SHARE)
+        if self._pool is None or theirs == 0:
+            return _matvec(vector, X, layout=layout, rows=rows, frac_bits=frac_bits)
+        future = self._pool.submit(_worker_matvec, vector.ciphertexts.tolist(), vector.frac_bits,
+                                   np.ascontiguousarray(X[:, :theirs]), layout, rows, frac_bits)
+        mine = _matvec(vector, X[:, theirs:], layout=layout, rows=rows, frac_bits=frac_bits)
+        return EncryptedVector.concat([EncryptedVector(self.public_key, future.result(), mine.frac_bits), mine])
 
     def rerandomize(self, vector: EncryptedVector) -> EncryptedVector:
         """The same plaintexts under fresh randomness."""
@@ -543,9 +573,10 @@ class _DataRole:
         """[X_S^T v + |S| lam c] (no penalty on the intercept): the batch gradient times s for c = theta, SQN's
         Hessian-vector product times |S_H| for c = s. Packed: the sum lies in slot t - 1."""
         penalty = len(rows) * self._params.lam * self._penalized * coefficients
+        product = self._encryptor.matvec(vector, self._X[rows], layout=self._layout, rows=len(rows),
+                                         frac_bits=self._params.frac_bits)
         if self._layout is None:
-            return vector.matvec(self._X[rows], frac_bits=self._params.frac_bits) + penalty
-        product = self._layout.matvec(vector, self._X[rows], rows=len(rows), frac_bits=self._params.frac_bits)
+            return product + penalty
         encoded = self._public_key.encode(penalty, frac_bits=product.frac_bits)
         return product.add_encoded(self._layout.lift_plain(list(encoded)))
 

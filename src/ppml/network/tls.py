@@ -258,7 +258,7 @@ def check_presented(certificate: bytes, peer: str, identity: str, ca: bytes, pin
         raise ValueError(f"{refused} is issued by {issuer!r}, not by a CA allowed to certify {peer!r} ({expected})")
     for what, c in (("certificate", cert), ("CA certificate", signer)):
         if not c.not_valid_before_utc <= now <= c.not_valid_after_utc:
-            raise ValueError(f"{refused}: its {what} is valid from {c.not_valid_before_utc:%Y-%m-%d %H:%M} to "
+            raise ValueError(f"{me!r} refused {peer!r}: its {what} is valid from {c.not_valid_before_utc:%Y-%m-%d %H:%M} to "
                              f"{c.not_valid_after_utc:%Y-%m-%d %H:%M} UTC, not now (issuer {issuer!r})")
     if identity not in names:
         raise ValueError(f"{refused} speaks as {names}, not as {identity!r} (issuer {issuer!r}, expected "
