@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Callable
 
 from ppml.config import ParamError
 from ppml.data.prepared import ShardError
@@ -52,15 +53,21 @@ def main(argv: list[str] | None = None) -> int:
         return _prepare(parser, args)
     if args.experiment is None:
         parser.error("--experiment is required (or --prepare)")
+    return _exit_status(args.party, lambda: run_party(
+        experiment=args.experiment, party=args.party, peers_file=args.peers, params_file=args.params,
+        data_dir=args.data, out_dir=args.out, result_file=args.result, connect_timeout=args.connect_timeout),
+        bad_input=(ParamError, FileNotFoundError, ShardError))
+
+
+def _exit_status(party: str, run: Callable[[], object], *, bad_input: tuple[type[BaseException], ...]) -> int:
+    """0 when `run` finishes; 2 for bad input, 1 when the run failed (a peer); the error on one line."""
     try:
-        run_party(experiment=args.experiment, party=args.party, peers_file=args.peers, params_file=args.params,
-                  data_dir=args.data, out_dir=args.out, result_file=args.result,
-                  connect_timeout=args.connect_timeout)
-    except (ParamError, FileNotFoundError, ShardError) as exc:
-        print(fail_line(args.party, exc), file=sys.stderr)
+        run()
+    except bad_input as exc:
+        print(fail_line(party, exc), file=sys.stderr)
         return 2
     except ProtocolError as exc:
-        print(fail_line(args.party, exc), file=sys.stderr)
+        print(fail_line(party, exc), file=sys.stderr)
         return 1
     return 0
 
@@ -71,18 +78,13 @@ def _prepare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     if (args.dataset is None) == (args.experiment is None):
         parser.error("--prepare needs --dataset or --experiment (one of them)")
-    try:
-        dataset = args.dataset or _dataset_of(args.experiment, args.params)
-        prepare_party(dataset=dataset, party=args.party, raw_file=args.raw, peers_file=args.peers,
-                      params_file=args.params, out_dir=args.out, holding=args.holding,
-                      connect_timeout=args.connect_timeout)
-    except (FileNotFoundError, ValueError) as exc:  # ParamError, DataFormatError, AlignmentError, normalization
-        print(fail_line(args.party, exc), file=sys.stderr)
-        return 2
-    except ProtocolError as exc:
-        print(fail_line(args.party, exc), file=sys.stderr)
-        return 1
-    return 0
+    def run() -> None:
+        prepare_party(dataset=args.dataset or _dataset_of(args.experiment, args.params), party=args.party,
+                      raw_file=args.raw, peers_file=args.peers, params_file=args.params, out_dir=args.out,
+                      holding=args.holding, connect_timeout=args.connect_timeout)
+
+    # ValueError: ParamError, DataFormatError, AlignmentError, normalization
+    return _exit_status(args.party, run, bad_input=(FileNotFoundError, ValueError))
 
 
 def _dataset_of(experiment: str, params_file: str) -> str:

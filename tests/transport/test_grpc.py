@@ -286,7 +286,7 @@ def assert_traffic(launcher: Launcher, names, local_out: Path, *, with_bytes: bo
         tags = local.get(kind, {}).get("tags", {})
         expected.update({tag: {f: t[f] for f in fields} for tag, t in tags.items()})
     sent: dict[str, dict[str, int]] = {}
-    totals = {"sent": [0, 0], "received": [0, 0]}
+    totals = {"sent": [0, 0, 0], "received": [0, 0, 0]}
     for name in names:
         (run,) = read_json(launcher.out(name) / "comm.json")["runs"]
         assert run["rounds"] == local["rounds"]
@@ -296,6 +296,7 @@ def assert_traffic(launcher: Launcher, names, local_out: Path, *, with_bytes: bo
         for way in totals:
             totals[way][0] += run[way]["messages"]
             totals[way][1] += run[way]["bytes"]
+            totals[way][2] += run[way]["ciphertexts"]
     assert sent == expected
     assert totals["sent"] == totals["received"] and totals["sent"][0] > 0
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from ppml.data import prepare as stage
 from ppml.data.partition import Holding, Table
 from ppml.data.prepare import dataset_params, prepare_dataset
 from ppml.data.prepared import load_shard
+
+from test_grpc import free_base
 
 SEED = 7
 KEY = "default_credit"
@@ -47,26 +48,6 @@ module = sys.argv[3]
 sys.argv = [module] + sys.argv[4:]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
-
-
-def free_base(n: int) -> int:
-    """A port P with P .. P+n-1 free on 127.0.0.1, below Linux's ephemeral ports."""
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(500):
-        base = rng.randrange(20000, 32000 - n)
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-        return base
-    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
 
 
 def make_certs(directory: Path, names) -> Path:

@@ -212,7 +212,7 @@ def _write(out: Path, experiment: str, block: dict[str, Any], party: str, output
     comm = {"runs": [{
         "party": party, **o["where"], "peers": o["peers"], "rounds": o["rounds"],
         "sent": _traffic([(m[0], m[1], m[3], m[4]) for m in o["messages"]]),
-        "received": _traffic([(src, tag, nbytes, 0) for src, tag, nbytes in o["received"]]),
+        "received": _traffic(o["received"]),
     } for o in outputs]}
     write_json(out / "comm.json", comm)
     if result_file is not None:

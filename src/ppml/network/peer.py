@@ -15,6 +15,8 @@ import time
 from collections import defaultdict, deque
 from typing import Any, Callable
 
+import numpy as np
+
 from ppml.network.endpoint import Message, Network, _wanted
 from ppml.network.errors import ProtocolError, WireError
 
@@ -56,7 +58,8 @@ class PeerNetwork(Network):
         self._arrived = 0
         self._out: dict[str, int] = defaultdict(int)
         self._aborted: str | None = None
-        self.received: list[tuple[str, str, int]] = []  # (src, tag, bytes) of every message received, in order
+        #: (src, tag, bytes, ciphertexts) of every message received, in order
+        self.received: list[tuple[str, str, int, int]] = []
         self.step = "starting"
 
     def attach(self, post: Callable[[str, str, int, bytes], None], flush: Callable[[], None] | None = None,
@@ -161,6 +164,21 @@ class PeerNetwork(Network):
 
         return pump_until(locked, timeout, self._pump)
 
+    def recv_first(self, dst: str, src: str, tags: Any) -> tuple[str, Any]:
+        tag, payload = super().recv_first(dst, src, tags)
+        self._counted(payload)
+        return tag, payload
+
+    def recv_any(self, dst: str, sources: Any, tags: Any) -> tuple[str, str, Any]:
+        src, tag, payload = super().recv_any(dst, sources, tags)
+        self._counted(payload)
+        return src, tag, payload
+
+    def _counted(self, payload: Any) -> None:
+        """Add the ciphertexts of the message just received to its record (one program receives per party)."""
+        src, tag, nbytes, _ = self.received[-1]
+        self.received[-1] = (src, tag, nbytes, ciphertexts(payload))
+
     def _take(self, dst: str, sources: tuple[str, ...], tags: tuple[str, ...]) -> tuple[str, str, bytes]:
         if self._flush is not None:
             self._flush()
@@ -179,9 +197,21 @@ class PeerNetwork(Network):
             holding = self._holding[src]
             holding[0] -= 1
             holding[1] -= len(data)
-            self.received.append((src, tag, len(data)))
+            self.received.append((src, tag, len(data), 0))  # its ciphertexts are counted once it is decoded
         self.step = f"round {self._rounds[dst]}: received {tag!r} from {src!r}"
         return src, tag, data
+
+
+def ciphertexts(payload: Any) -> int:
+    """The ciphertexts in a decoded payload: what the codec counted when it was sent (the elements of object
+    arrays, which on the wire hold only ciphertexts)."""
+    if isinstance(payload, np.ndarray):
+        return payload.size if payload.dtype == object else 0
+    if isinstance(payload, dict):
+        return sum(ciphertexts(v) for v in payload.values())
+    if isinstance(payload, (list, tuple)):
+        return sum(ciphertexts(v) for v in payload)
+    return 0
 
 
 def pump_until(ready: Callable[[], bool], seconds: float, pump: Callable[[float], None]) -> bool:
