@@ -19,9 +19,10 @@ def short_keys_allowed(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def keys():
-    """One 512-bit key pair per scheme, shared by a test module."""
+def keys(request):
+    """One key pair per scheme, shared by a test module: 512-bit, or the module's ``KEY_BITS``."""
+    bits = getattr(request.module, "KEY_BITS", BITS)
     with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
         mp.setattr(paillier, "MIN_KEY_BITS", 256)
         warnings.simplefilter("ignore", KeyLengthWarning)
-        return {scheme: generate_keypair(BITS, scheme=scheme) for scheme in ("djn", "plaintext")}
+        return {scheme: generate_keypair(bits, scheme=scheme) for scheme in ("djn", "plaintext")}

@@ -14,25 +14,15 @@ import pytest
 
 from ppml.algorithms import _hetero_lr, paillier_sgd, paillier_sqn
 from ppml.config import ParamError
-from ppml.crypto import paillier
 from ppml.crypto.packing import VALUE_INT_BITS, Layout, SlotOverflowError, layout_for, max_slots
-from ppml.crypto.paillier import KeyLengthWarning, generate_keypair
 from ppml.history import ConvergenceWarning
 from ppml.network import ProtocolError
 from ppml.parties import Party
 
 from test_paillier_sgd import arbiter_keys, vertical
 
-BITS = 1024
+BITS = KEY_BITS = 1024  # KEY_BITS: the length of conftest.py's `keys` in this module
 FRAC = 16
-
-
-@pytest.fixture(scope="module")
-def keys():
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
-        mp.setattr(paillier, "MIN_KEY_BITS", 256)
-        warnings.simplefilter("ignore", KeyLengthWarning)
-        return {scheme: generate_keypair(BITS, scheme=scheme) for scheme in ("djn", "plaintext")}
 
 
 def layout(rows: int = 40) -> Layout:

@@ -47,6 +47,27 @@ def linked(carrier: str, timeout: float):
     return nets, links
 
 
+def connect_all(links: dict, order) -> dict:
+    """Every party of `order` links to all the others at once, each in a thread of its own (bounded joins):
+    per party, None when it linked, else the exception its ``connect`` raised."""
+    addresses = {n: link.address for n, link in links.items()}
+    errors: dict = {}
+
+    def connect(n):
+        try:
+            links[n].connect(addresses)
+            errors[n] = None
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            errors[n] = exc
+
+    threads = [threading.Thread(target=connect, args=(n,), daemon=True) for n in order]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return errors
+
+
 def run_both(links, programs, timeout):
     """Each party's program over its links, in its own thread: what each returned or raised, and when it ended."""
     out, ended = {}, {}

@@ -7,12 +7,10 @@ connect timeout a fixed fault would have to wait for.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -24,6 +22,8 @@ from ppml.network.links import make_links
 from ppml.network.party import data_facts
 from ppml.network.peer import PeerNetwork
 from ppml.network.tls import throwaway_set
+
+from test_links import connect_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -190,20 +190,7 @@ def test_a_peer_whose_data_differ_is_named_at_the_hello_with_the_differing_field
     links = {n: make_links(carrier, nets[n], credentials[n], {m: m for m in names if m != n},
                            listen="127.0.0.1:0", session="s", connect_timeout=30.0, facts=facts[n])
              for n in names}
-    errors: dict[str, BaseException | None] = {}
-
-    def connect(n):
-        try:
-            links[n].connect({m: links[m].address for m in names})
-            errors[n] = None
-        except BaseException as exc:  # noqa: BLE001 - the test reads it
-            errors[n] = exc
-
-    threads = [threading.Thread(target=connect, args=(n,), daemon=True) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    errors = connect_all(links, names)
     for n in names:
         links[n].close(error="test over", timeout=1.0)
     assert set(errors) == set(names), errors

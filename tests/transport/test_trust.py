@@ -27,6 +27,8 @@ from ppml.network.peer import PeerNetwork
 from ppml.network.peers import load_peers
 from ppml.network.tls import Credentials, fingerprint, issue
 
+from test_links import connect_all
+
 PARTIES = ("guest", "host", "arbiter")
 SHORT = 3.0
 """Connect timeout (s) of a party whose peer is refused: it gives up waiting for the real one after this."""
@@ -60,21 +62,7 @@ def link_pair(carrier: str, order: tuple[str, str], creds: dict[str, Credentials
     and what its connect raised (None when it linked). Every link is closed before returning."""
     links = {n: make_links(carrier, PeerNetwork(n, order, None, 30.0), creds[n], {m: m for m in order if m != n},
                            listen="127.0.0.1:0", session="trust", connect_timeout=timeouts[n]) for n in order}
-    addresses = {n: link.address for n, link in links.items()}
-    errors: dict[str, BaseException | None] = {}
-
-    def connect(n):
-        try:
-            links[n].connect(addresses)
-            errors[n] = None
-        except BaseException as exc:  # noqa: BLE001 - the test reads it
-            errors[n] = exc
-
-    threads = [threading.Thread(target=connect, args=(n,), daemon=True) for n in order]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    errors = connect_all(links, order)
     assert set(errors) == set(order), errors
     described = {n: link.describe() for n, link in links.items()}
     closers = [threading.Thread(target=_close, args=(links[n], errors[n]), daemon=True) for n in order]
