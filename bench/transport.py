@@ -61,11 +61,11 @@ from ppml.algorithms import get_algorithm, make_network
 from ppml.config import build
 from ppml.history import History
 from ppml.io import save_party, write_json
+from ppml.launch.local import run_local
+from ppml.launch.ray_runner import ray_cluster, run_ray
 from ppml.network import Network
 from ppml.parties import Party
-from ppml.network.local import run_local
 from ppml.network.peer import adopt
-from ppml.network.ray_launcher import ray_cluster, run_ray
 
 PAPER_FDML_LR_MS = 7.8
 TENCENT_SPLIT = (7000, 1000, 700)  # the label holder first

@@ -1,6 +1,11 @@
-"""DVC stage account: privacy accounting of every run (papers' bounds and tight bounds side by side).
+"""DVC stage account: gather every run's privacy accounting (papers' bounds and tight bounds side by side).
 
     python stages/account.py --params params.yaml --runs reports/runs --out reports/privacy.json
+
+Each train stage accounts its own run into reports/runs/<name>/privacy.json (ppml.accounting.run_privacy); this
+stage only reads those, in the order of params.yaml, into ``{"runs": [...], "missing": [...]}``: a run with no
+privacy side (``privacy_side: false``) has no entry, a run whose file is absent is listed in ``missing``. It
+imports no accountant, so it takes seconds and a change to the accounting re-runs the train stages instead.
 """
 
 from __future__ import annotations
@@ -11,16 +16,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppml.accounting import account_run
 from ppml.config import ParamError, all_experiments, load_params
 from ppml.io import read_json, write_json
 
 
-def failed_entry(name: str, block: dict[str, Any], exc: Exception) -> dict[str, Any]:
-    """The entry for a run whose accounting raised: not certified, no epsilon, the error as status."""
-    return {"name": name, "algorithm": block.get("algorithm"), "dataset": block.get("dataset"),
-            "certified": False, "paper": None, "tight": None,
-            "status": f"accounting failed: {type(exc).__name__}: {exc}"}
+def read_entry(path: Path, name: str) -> dict[str, Any]:
+    """A run's privacy.json, checked: an object whose ``name`` is the run's and whose ``status`` is a string."""
+    entry = read_json(path)
+    if not isinstance(entry, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(entry).__name__}")
+    if entry.get("name") != name:
+        raise ValueError(f"{path}: name is {entry.get('name')!r} but the run directory is {name!r}")
+    if not isinstance(entry.get("status"), str):
+        raise ValueError(f"{path}: status must be a string, got {entry.get('status')!r}")
+    return entry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,21 +46,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     runs, missing = [], []
     for name, block in experiments.items():
-        ledger_path = Path(args.runs) / name / "ledger.json"
-        if not ledger_path.exists():  # e.g. `dvc repro -s account` before every train stage has run
-            logging.warning("%s: %s is missing (train_%s@%s has not run); listed as missing", name, ledger_path,
+        path = Path(args.runs) / name / "privacy.json"
+        if not path.exists():  # e.g. `dvc repro -s account` before every train stage has run
+            logging.warning("%s: %s is missing (train_%s@%s has not run); listed as missing", name, path,
                             block.get("algorithm"), name)
             missing.append(name)
             continue
-        try:  # one run's failure is recorded in its own entry and never stops the others
-            ledger = read_json(ledger_path)
-            if not isinstance(ledger, dict):
-                raise ValueError(f"{ledger_path}: expected a JSON object, got {type(ledger).__name__}")
-            entry = account_run(name, block, ledger)
-        except Exception as exc:  # noqa: BLE001
-            logging.error("%s: accounting failed (%s): %s: %s", name, ledger_path, type(exc).__name__, exc)
-            entry = failed_entry(name, block, exc)
-        if entry is not None:
+        try:
+            entry = read_entry(path, name)
+        except ValueError as exc:  # written atomically by the train stage: a damaged file is bad input
+            print(f"account: {exc}", file=sys.stderr)
+            return 2
+        if entry.get("privacy_side") is not False:
             runs.append(entry)
             logging.info("%s: %s", name, entry["status"])
     write_json(args.out, {"runs": runs, "missing": missing})

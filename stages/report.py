@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -15,7 +16,8 @@ matplotlib.use("Agg")
 
 from ppml.config import ParamError, all_experiments, load_params  # noqa: E402
 from ppml.io import staged_outputs, write_json  # noqa: E402
-from ppml.report.base import ReportInputError, ReportOutput, load_runs, read_privacy  # noqa: E402
+from ppml.report.base import (ReportInputError, ReportOutput, check_evidence, load_runs,  # noqa: E402
+                              read_privacy)
 from ppml.report.claims import build_all, claims_markdown, summary_metrics  # noqa: E402
 
 
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             write_json(new / "claims.json", [c.to_dict() for c in claims])
             out.text("claims.md", claims_markdown(claims))
             write_json(new / "metrics" / "claims.json", summary_metrics(claims))
+            # params.yaml sits at the repository's root: evidence paths are relative to it
+            check_evidence(claims, repo=Path(args.params).resolve().parent, out=new, runs=args.runs)
     except ReportInputError as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2

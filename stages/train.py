@@ -1,6 +1,9 @@
 """DVC stage train_<algorithm>@<experiment>: run one experiment of params.yaml and write its run directory.
 
     python stages/train.py --experiment NAME --params params.yaml --data data/prepared/DS --out reports/runs/NAME
+
+Writes {history,ledger,comm,privacy,timing,run,metrics}.json; privacy.json is the run's own accounting
+(ppml.accounting.run_privacy), gathered by the account stage; metrics.json last: it marks a complete run.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import sys
 
 from threadpoolctl import threadpool_limits
 
+from ppml.accounting import run_privacy
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.data.prepared import ShardError
 from ppml.experiment import SECTION_ALGORITHMS, run
@@ -48,11 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     except ProtocolError as exc:  # a party failed, died or timed out: nothing is written
         print(f"{label}: {exc}", file=sys.stderr)
         return 1
-    for part in ("history", "ledger", "comm", "run", "metrics"):  # metrics last: it marks a complete run
+    outputs["privacy"] = run_privacy(args.experiment, block, outputs["ledger"])  # an error becomes its entry
+    for part in ("history", "ledger", "comm", "privacy", "timing", "run", "metrics"):
         write_json(f"{args.out}/{part}.json", outputs[part])
-    m = {**outputs["run"], **outputs["metrics"]}
+    m = {**outputs["run"], **outputs["metrics"], **outputs["timing"]["values"]}
     logging.info("%s: %s", args.experiment, {k: m.get(k) for k in ("status", "test_accuracy", "test_logloss",
                                                                      "test_auc", "seconds") if k in m})
+    logging.info("%s: privacy: %s", args.experiment, outputs["privacy"]["status"])
     return 0
 
 

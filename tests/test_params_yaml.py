@@ -1,8 +1,9 @@
 """params.yaml is written so that ``dvc exp run -S key=value`` changes only that key's line.
 
-DVC edits params.yaml with its own round-trip YAML writer (``dvc.utils.serialize.modify_yaml``). Flow
-mappings (``{a: 1, b: 2}``) and anchors with merge keys (``<<: *base``) are rewritten by it, so one edit
-would reformat hundreds of lines; block style without anchors keeps an edit to one line.
+``dvc exp run -S`` edits params.yaml through ``dvc.utils.hydra.apply_overrides``: it loads the whole file
+with a round-trip YAML reader, applies the overrides and writes every section back. Flow collections
+(``[66, 57]``, ``{a: 1, b: 2}``) and anchors with merge keys (``<<: *base``) come back rewritten, so one
+override would reformat hundreds of lines; block style without anchors keeps an override to its own lines.
 """
 
 from __future__ import annotations
@@ -11,32 +12,46 @@ import difflib
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "params.yaml"
 
 
-def _scalar_leaves(node, path=()):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _scalar_leaves(value, (*path, key))
-    elif not isinstance(node, list):
-        yield path, node
+#: ``dvc exp run -S`` overrides on three sections and a list, each with the text it must leave on its line(s)
+#: (key path -> new value; a list gives one value per item line).
+OVERRIDES = {
+    ("seed",): "2021",
+    ("pp_admm_experiments", "pp_admm-adult-eps1", "seeds"): "6",
+    ("fdml_experiments", "fdml-a9a", "eta"): "16.0",
+    ("datasets", "a9a", "split"): ["60", "63"],
+}
 
 
-def _changed(value):
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, (int, float)):
-        return value + 1
-    return f"{value}x"
+def _node(root: yaml.Node, path: tuple[str, ...]) -> yaml.Node:
+    """The node at `path` (mapping keys) of a composed YAML document."""
+    node = root
+    for key in path:
+        node = next(value for name, value in node.value if name.value == key)
+    return node
 
 
-def _diff_lines(before: str, after: str) -> int:
-    return sum(1 for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-               if line[:1] in "+-" and not line.startswith(("+++", "---")))
+def _changed_lines(before: str, after: str) -> list[int]:
+    """1-based numbers of the lines of `before` that `after` replaces or drops (insertions: the next line)."""
+    lines = set()
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            lines.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    return sorted(lines)
+
+
+def _flow_collections(text: str) -> list[str]:
+    """"line N: <line>" for every flow-style list or mapping (``[...]``, ``{...}``) outside comments."""
+    lines = text.splitlines()
+    return [f"line {token.start_mark.line + 1}: {lines[token.start_mark.line].strip()}"
+            for token in yaml.scan(text)
+            if isinstance(token, (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken))]
 
 
 def test_no_anchors_merge_keys_or_flow_mappings():
@@ -47,32 +62,39 @@ def test_no_anchors_merge_keys_or_flow_mappings():
     assert not offending, "params.yaml must be block style without anchors: " + "; ".join(offending[:5])
 
 
-def test_one_key_changed_by_dvc_changes_at_most_two_lines(tmp_path):
-    from dvc.utils.serialize import modify_yaml
+def test_no_flow_style_lists_or_mappings():
+    flow = _flow_collections(PARAMS.read_text())
+    assert not flow, ("params.yaml must write lists and mappings in block style (one item per line), since "
+                      "dvc exp run -S rewrites flow style: " + "; ".join(flow[:5]))
+
+
+def test_the_flow_style_check_names_the_line():
+    text = "seed: 1  # [not a list]\ndatasets:\n  a9a:\n    split: [66, 57]\n    parties:\n    - {name: a}\n"
+    assert _flow_collections(text) == ["line 4: split: [66, 57]", "line 6: - {name: a}"]
+
+
+def test_dvc_exp_run_set_param_changes_only_the_overridden_lines(tmp_path):
+    from dvc.utils.hydra import apply_overrides
 
     before = PARAMS.read_text()
-    leaves = list(_scalar_leaves(yaml.safe_load(before)))
-    # every top-level section's leaves, sampled evenly so the check stays fast
-    sample = leaves[:: max(1, len(leaves) // 60)]
-    assert len(sample) >= 30
-    copy = tmp_path / "params.yaml"
-    for path, value in sample:
-        shutil.copy(PARAMS, copy)
-        with modify_yaml(copy) as data:
-            target = data
-            for key in path[:-1]:
-                target = target[key]
-            target[path[-1]] = _changed(value)
-        changed = _diff_lines(before, copy.read_text())
-        assert changed <= 2, f"changing {'.'.join(map(str, path))} through DVC rewrote {changed} lines"
-
-
-@pytest.mark.parametrize("key", ["seed"])
-def test_a_top_level_key_changes_one_line(tmp_path, key):
-    from dvc.utils.serialize import modify_yaml
-
+    root = yaml.compose(before)
+    expected = before.splitlines(keepends=True)
+    overrides, lines = [], []
+    for path, new in OVERRIDES.items():
+        node = _node(root, path)
+        items, values = (node.value, new) if isinstance(new, list) else ([node], [new])
+        assert len(items) == len(values), f"{'.'.join(path)} has {len(items)} items, the test {len(values)}"
+        for item, value in zip(items, values):
+            assert item.value != value, f"{'.'.join(path)} is already {value}: the override changes nothing"
+            line, start, end = item.start_mark.line, item.start_mark.column, item.end_mark.column
+            expected[line] = expected[line][:start] + value + expected[line][end:]
+            lines.append(line + 1)
+        overrides.append(f"{'.'.join(path)}=" + (f"[{','.join(new)}]" if isinstance(new, list) else new))
     copy = tmp_path / "params.yaml"
     shutil.copy(PARAMS, copy)
-    with modify_yaml(copy) as data:
-        data[key] = _changed(data[key])
-    assert _diff_lines(PARAMS.read_text(), copy.read_text()) == 2
+    apply_overrides(copy, overrides)
+    after = copy.read_text()
+    diff = "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(), "params.yaml",
+                                          "after dvc exp run -S", lineterm="", n=0))
+    assert _changed_lines(before, after) == sorted(lines), f"{' '.join(overrides)} rewrote:\n{diff[:3000]}"
+    assert after == "".join(expected), f"{' '.join(overrides)} wrote other values than expected:\n{diff}"

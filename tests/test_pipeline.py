@@ -87,10 +87,13 @@ def test_repro_runs_every_stage(pipeline):
     assert [p["name"] for p in manifest["parties"]] == ["party1", "party2", "party3"]
     numbers = json.loads((repo / "reports/runs/centralized-tiny/metrics.json").read_text())
     described = json.loads((repo / "reports/runs/centralized-tiny/run.json").read_text())
-    for key in ("epochs", "train_objective", "train_logloss", "test_logloss", "test_auc", "test_error", "seconds",
+    for key in ("epochs", "train_objective", "train_logloss", "test_logloss", "test_auc", "test_error",
                 "bytes_sent"):
         assert key in numbers, key
     assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers.values()), numbers
+    timing = json.loads((repo / "reports/runs/centralized-tiny/timing.json").read_text())
+    assert "seconds" in timing["values"] and "seconds" not in numbers
+    assert timing["basis"]["seconds"]["kind"] == "measured"
     for key in ("experiment", "algorithm", "dataset", "status", "converged", "lam", "transport"):
         assert key in described and key not in numbers, key
     metrics = {**described, **numbers}
@@ -101,6 +104,9 @@ def test_repro_runs_every_stage(pipeline):
     privacy = json.loads((repo / "reports/privacy.json").read_text())
     assert privacy["missing"] == [] and [r["name"] for r in privacy["runs"]] == ["paillier_sgd-tiny_gh"]
     assert privacy["runs"][0]["status"] == "no differential privacy: this run adds no noise"
+    assert privacy["runs"][0] == json.loads((repo / "reports/runs/paillier_sgd-tiny_gh/privacy.json").read_text())
+    own = json.loads((repo / "reports/runs/centralized-tiny/privacy.json").read_text())
+    assert own["privacy_side"] is False  # a run with no privacy side has its file, and no entry
     claims = json.loads((repo / "reports/claims.json").read_text())
     assert any(c["id"] == "baselines-tiny-collaboration-helps" for c in claims)
     assert (repo / "reports/claims.md").exists() and (repo / "reports/tables/baselines.md").exists()

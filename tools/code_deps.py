@@ -6,8 +6,10 @@
 A stage's code dependencies are exactly the library files it can import: the stage script, then every
 ``import ppml...`` / ``from ppml... import ...`` statement reachable from it, read from the source (function-
 level imports included, so lazily imported modules count), with each package's ``__init__.py``. A train group
-adds its algorithm's module, and the launcher of each transport its experiments use (the links come with it). So editing ``fdml.py`` re-runs only the stages whose closure holds it, and
-tests/test_dvc_deps.py fails whenever dvc.yaml and this graph disagree.
+adds its algorithm's module, and the launcher (``ppml.launch``) of each transport its experiments use: the
+links, and the carriers it imports (they register themselves with the links), come with it. So editing
+``fdml.py`` re-runs only the stages whose closure holds it, and tests/test_dvc_deps.py fails whenever dvc.yaml
+and this graph disagree.
 """
 
 from __future__ import annotations

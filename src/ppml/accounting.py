@@ -1,4 +1,7 @@
-"""The account stage's work: for every run with privacy events, the paper's bound and a tight bound side by side.
+"""A run's privacy accounting: for a run with privacy events, the paper's bound and a tight bound side by side.
+
+Each train stage accounts its own run (:func:`run_privacy`) into ``reports/runs/<name>/privacy.json``; the
+account stage only gathers those files into ``reports/privacy.json``, so editing one run re-accounts one run.
 
 A run is given an epsilon only when its ledger says the assumptions behind the sensitivity were enforced
 (``certified``). A certificate always says where the noise came from (:mod:`ppml.privacy.noise`): noise drawn
@@ -12,11 +15,18 @@ certificate of a run whose block sets ``allow_large_delta: true`` says that its 
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import Any
 
 from ppml.privacy import paper_bounds
 from ppml.privacy.events import event_from_dict
 from ppml.privacy.noise import LABELS as NOISE_LABELS
+
+log = logging.getLogger(__name__)
+
+#: status of a run's own privacy.json when its ledger has neither privacy events nor notes
+NO_PRIVACY_SIDE = "no privacy side: the run's ledger records no privacy events and no notes"
 
 #: What the certificate of a run with ``allow_large_delta: true`` says about its delta (``delta_note``).
 LARGE_DELTA = ("allow_large_delta: true: the train stage did not require the run's delta to be below 1/n, "
@@ -69,6 +79,47 @@ def account_run(name: str, block: dict[str, Any], ledger: dict[str, Any]) -> dic
         entry.update(allow_large_delta=True, delta_note=LARGE_DELTA,
                      status=f"{caveat}; {NOISE_LABELS[source]}")
     return entry
+
+
+def failed_entry(name: str, block: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    """The entry for a run whose accounting raised: not certified, no epsilon, the error as status."""
+    return {"name": name, "algorithm": block.get("algorithm"), "dataset": block.get("dataset"),
+            "certified": False, "paper": None, "tight": None,
+            "status": f"accounting failed: {type(exc).__name__}: {exc}"}
+
+
+def no_privacy_entry(name: str, block: dict[str, Any]) -> dict[str, Any]:
+    """The run privacy.json of a run with no privacy side (:func:`account_run` gave None): ``privacy_side:
+    false``; the account stage lists no entry for it in reports/privacy.json."""
+    return {"name": name, "algorithm": block.get("algorithm"), "dataset": block.get("dataset"),
+            "privacy_side": False, "status": NO_PRIVACY_SIDE}
+
+
+def run_privacy(name: str, block: dict[str, Any], ledger: dict[str, Any]) -> dict[str, Any]:
+    """What the train stage writes to the run's own privacy.json: :func:`account_run`'s entry, or
+    :func:`no_privacy_entry` when the run has no privacy side, or :func:`failed_entry` when the accounting
+    raises (logged as an error; the trained run is kept and its accounting failure recorded, not raised)."""
+    try:
+        entry = account_run(name, block, ledger)
+        where = None if entry is None else _non_finite(entry, "")
+        if where is not None:  # e.g. an infinite tight epsilon: no certificate, and JSON cannot hold it
+            raise ValueError(f"the accounting gave a non-finite number at {where}")
+    except Exception as exc:  # noqa: BLE001 - any accounting error is this run's entry, never a crash
+        log.error("%s: accounting failed: %s: %s", name, type(exc).__name__, exc)
+        return failed_entry(name, block, exc)
+    return no_privacy_entry(name, block) if entry is None else entry
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    """The key path of the first non-finite float in `value` (nested dicts and lists), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key)
+        if found is not None:
+            return found
+    return None
 
 
 def _noise_summary(events: list[dict[str, Any]], block: dict[str, Any]) -> dict[str, Any]:

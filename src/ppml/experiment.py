@@ -18,6 +18,7 @@ from ppml.io import read_json
 from ppml.network import CARRIERS, DEFAULT_TIMEOUT, MAX_TIMEOUT
 from ppml.privacy.noise import NOISE_SOURCES, run_generator
 from ppml.runtime import TRANSPORTS, Public
+from ppml.timing import is_timing, timing_record
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +26,11 @@ log = logging.getLogger(__name__)
 STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "allow_large_delta", "transport",
               "timeout", "links")
 
-#: the module that starts the party processes of a transport other than inprocess. Loaded by name, and only for
-#: a block that uses it: so the code deps of a dvc.yaml train group hold it, and the links under it, only when
-#: one of the group's experiments runs on that transport (tools/code_deps.py)
-LAUNCHERS = {"ray": "ppml.network.ray_launcher", "grpc": "ppml.network.local"}
+#: the launcher (ppml.launch, above this module) that starts the party processes of a transport other than
+#: inprocess. Loaded by name, and only for a block that uses it: so the code deps of a dvc.yaml train group hold
+#: it, and the links and carriers it imports, only when one of the group's experiments runs on that transport
+#: (tools/code_deps.py)
+LAUNCHERS = {"ray": "ppml.launch.ray_runner", "grpc": "ppml.launch.local"}
 
 #: the algorithm each pipeline section holds (its dvc.yaml train group depends only on that algorithm's code)
 SECTION_ALGORITHMS = {section_of_algorithm(a): a for a in ALGORITHMS}
@@ -36,7 +38,8 @@ SECTION_ALGORITHMS = {section_of_algorithm(a): a for a in ALGORITHMS}
 #: parameters that are a differential-privacy delta, checked against the records they protect
 DELTA_KEYS = ("delta", "delta_i1")
 
-#: final metrics aggregated over seeds as <key>_mean / <key>_std (and <key> = mean)
+#: final fields aggregated over seeds as <key>_mean / <key>_std (and <key> = mean); ``seconds`` and its
+#: spread go to timing.json (:func:`split_summary`)
 AGGREGATED = ("train_objective", "train_logloss", "train_error", "test_logloss", "test_auc", "test_error",
               "test_accuracy", "epochs", "seconds")
 
@@ -127,35 +130,48 @@ def unavailable_metrics(name: str, block: dict, params: Any, reason: str) -> dic
 
 
 def _unavailable(name: str, block: dict, params: Any, reason: str) -> dict[str, Any]:
-    described, metrics = split_summary(unavailable_metrics(name, block, params, reason), params)
-    return {"run": described, "metrics": metrics, "history": {"runs": []}, "ledger": {"runs": []},
-            "comm": {"runs": []}}
+    described, metrics, timing = split_summary(unavailable_metrics(name, block, params, reason), params)
+    return {"run": described, "metrics": metrics, "timing": timing, "history": {"runs": []},
+            "ledger": {"runs": []}, "comm": {"runs": []}}
 
 
-def split_summary(summary: dict[str, Any], params: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(run.json, metrics.json) of a run's summary.
+def split_summary(summary: dict[str, Any], params: Any
+                  ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(run.json, metrics.json, timing.json) of a run's summary.
 
     metrics.json holds the run's numeric outcomes only, so that ``dvc metrics diff`` and ``dvc exp show``
-    list what a change moved; run.json holds what the run was: its name, algorithm, dataset, status,
-    transport, every parameter (numeric ones included, as DVC shows those from params.yaml) and every
-    non-numeric field (labels, notes, flags, lists). Readers merge the two (``{**run, **metrics}``).
+    list what a change moved; timing.json every timing field (:func:`ppml.timing.is_timing`: wall clocks,
+    simulated clocks, cost-model seconds, numbers or null), each with the clock it read
+    (:func:`ppml.timing.timing_record`), since a time measures the machine's load as much as the method;
+    run.json holds what the run was: its name, algorithm, dataset, status, transport, every parameter
+    (numeric ones included, as DVC shows those from params.yaml; FDML's ``latency`` is a parameter, not a
+    timing) and every other non-numeric field (labels, notes, flags, lists). Readers merge run.json and
+    metrics.json (``{**run, **metrics}``) and read timing.json apart.
     """
     parameters = (set(flat_fields(params)) | {"seeds"}) - set(AGGREGATED)  # FDML's `epochs` is also an outcome
     described: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
+    timing: dict[str, Any] = {}
     for key, value in summary.items():
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-        (metrics if numeric and key not in parameters else described)[key] = value
-    return described, metrics
+        if key in parameters:
+            described[key] = value
+        elif is_timing(key):
+            timing[key] = value
+        else:
+            (metrics if numeric else described)[key] = value
+    record = timing_record(str(summary.get("experiment")), timing,
+                           transport=str(summary.get("transport", "inprocess")))
+    return described, metrics, record
 
 
 def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str = "experiments"
         ) -> dict[str, Any]:
     """Run experiment `name` (of params.yaml's `section`) on the prepared data in `data_dir`.
 
-    Returns ``{"run", "metrics", "history", "ledger", "comm"}`` ready to be written as JSON (see
-    :func:`split_summary` for what goes to ``run`` and what to ``metrics``). A dataset marked unavailable gives
-    ``status: "not run: data unavailable"`` in ``run``, no metrics and empty other parts.
+    Returns ``{"run", "metrics", "timing", "history", "ledger", "comm"}`` ready to be written as JSON (see
+    :func:`split_summary` for what goes to ``run``, ``metrics`` and ``timing``). A dataset marked unavailable
+    gives ``status: "not run: data unavailable"`` in ``run``, no metrics, no timing and empty other parts.
     """
     from ppml.data.prepared import DataUnavailable, load_prepared
 
@@ -219,10 +235,11 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
     summary["transport"] = transport
     if getattr(module, "DP_NOISE", False):
         summary["noise_source"] = noise_source
-    described, metrics = split_summary(summary, params)
+    described, metrics, timing = split_summary(summary, params)
     return {
         "run": described,
         "metrics": metrics,
+        "timing": timing,
         "history": {"runs": [h.to_dict() for h in histories]},
         "ledger": {"runs": [h.ledger.to_dict() for h in histories]},
         "comm": {"runs": [h.comm for h in histories]},
@@ -231,7 +248,8 @@ def run(name: str, block: dict, data_dir: str | Path, *, seed: int, section: str
 
 def summarize(name: str, block: dict, params: Any, histories: list[History], seconds: list[float]) -> dict:
     """The run's defining parameters as flat fields and its final numbers (mean over seeds), which
-    :func:`split_summary` divides into run.json and metrics.json."""
+    :func:`split_summary` divides into run.json, metrics.json and timing.json. ``seconds[i]`` is seed i's
+    clock as :data:`ppml.timing.TIMING` describes it for the run's transport."""
     finals = [dict(h.final, seconds=sec) for h, sec in zip(histories, seconds)]
     metrics: dict[str, Any] = {
         "experiment": name, "algorithm": block["algorithm"], "dataset": block["dataset"],

@@ -1,12 +1,12 @@
 """``python -m ppml.party``: run one party of an experiment in its own process, linked to its peers over
-mutually authenticated TLS (``transport: grpc``; see :mod:`ppml.network.party` and the README's
+mutually authenticated TLS (``transport: grpc``; see :mod:`ppml.launch.party` and the README's
 three-organization walkthrough).
 
     python -m ppml.party --experiment NAME --party PARTY --peers peers.yaml [--params params.yaml]
                          [--data DIR] [--out DIR]
 
 With ``--prepare``, the party prepares its own shard of a dataset from its own raw file instead, aligning ids
-with the dataset's other parties over the same links (:mod:`ppml.data.party_prepare`):
+with the dataset's other parties over the same links (:mod:`ppml.launch.prepare`):
 
     python -m ppml.party --prepare --dataset KEY (or --experiment NAME) --party PARTY --peers peers.yaml
                          --raw FILE [--out DIR] [--params params.yaml] [--holding dealt|own]
@@ -24,9 +24,9 @@ from typing import Callable
 
 from ppml.config import ParamError
 from ppml.data.prepared import ShardError
+from ppml.launch.party import fail_line, run_party
 from ppml.network.errors import ProtocolError
 from ppml.network.links import CONNECT_TIMEOUT
-from ppml.network.party import fail_line, run_party
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,8 +73,8 @@ def _exit_status(party: str, run: Callable[[], object], *, bad_input: tuple[type
 
 
 def _prepare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """``--prepare``: this party's own shard and the manifest (:func:`ppml.data.party_prepare.prepare_party`)."""
-    from ppml.data.party_prepare import prepare_party
+    """``--prepare``: this party's own shard and the manifest (:func:`ppml.launch.prepare.prepare_party`)."""
+    from ppml.launch.prepare import prepare_party
 
     if (args.dataset is None) == (args.experiment is None):
         parser.error("--prepare needs --dataset or --experiment (one of them)")

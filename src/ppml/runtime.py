@@ -11,7 +11,7 @@ A role's program is a module-level function ``program(endpoint, party, **kwargs)
 way to other parties, `party` its own shard (None for roles without data: an arbiter, a parameter server),
 `kwargs` the picklable inputs :func:`roles` chose for it (parameters, its random stream, public facts). Its
 control flow may depend only on its own state and the messages it receives, so every transport gives the
-same numbers: :func:`run_inprocess` (deterministic, the default), :func:`ppml.network.ray_launcher.run_ray`
+same numbers: :func:`run_inprocess` (deterministic, the default), :func:`ppml.launch.ray_runner.run_ray`
 (one actor per party, each in its own process, each loading only its own shard) and ``python -m ppml.party``
 (one process per party, each started by its own organization).
 """

@@ -8,6 +8,7 @@ from ppml.algorithms import _private_admm as private
 from ppml.algorithms import decentralized_admm, dvp, m_admm, r_admm
 from ppml.algorithms.decentralized_admm import local_gradient, make_agents
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
+from ppml.privacy.accountants import tight_epsilon
 from ppml.privacy.paper_bounds import evaluate
 
 from horizontal_data import fit_module, horizontal
@@ -153,6 +154,11 @@ def test_ledgers_meet_the_target_and_r_admm_pays_only_odd_rounds(data):
         history = run(module, parties, evaluator, T=7, epsilon=2.0)
         assert history.ledger.certified
         assert evaluate(history.ledger.paper_bound)["epsilon"] == pytest.approx(2.0, rel=1e-9)
+        # every release is pure DP and recorded as such, so the tight accountant composes it by PLD (the
+        # optimal composition), below the paper's zCDP bound
+        assert {e.kind for e in history.ledger.events} == {"pure_dp"}
+        tight = tight_epsilon(history.ledger.events, history.ledger.delta)
+        assert tight["method"] == "pld" and tight["fallback_reason"] is None and tight["epsilon"] < 2.0
     history = run(r_admm, parties, evaluator, T=7, epsilon=2.0)
     assert {e.count for e in history.ledger.events} == {4}
     assert {e.party for e in history.ledger.events} == {p.name for p in parties}

@@ -136,6 +136,27 @@ def test_single_worker_is_plain_minibatch_sgd():
     np.testing.assert_allclose(trace.snapshots[0][-1], expected[-1], rtol=0, atol=1e-13)
 
 
+def test_the_worker_clock_stops_for_its_evaluation(monkeypatch):
+    # evaluation (predictions on every training and test row after each epoch) is not training time: make it
+    # slow and the per-epoch `seconds` must not grow with it (as ADMM sharing's clock excludes evaluation)
+    import time
+
+    from ppml.models.local import LinearModel
+
+    forward = LinearModel.forward
+
+    def slow_on_all_rows(self, theta, X):
+        if X.shape[0] > 32:  # every row, not a mini-batch: an evaluation
+            time.sleep(0.1)
+        return forward(self, theta, X)
+
+    monkeypatch.setattr(LinearModel, "forward", slow_on_all_rows)
+    history, _ = _fit(_parties(dims=(6,)), _params(eta=0.5, batch_size=32, epochs=3, speeds=[1]))
+    seconds = [r["seconds"] for r in history.records]
+    # three epochs' evaluations before the last record would add >= 0.4 s (two calls of 0.1 s per epoch)
+    assert seconds == sorted(seconds) and seconds[-1] < 0.15
+
+
 @pytest.mark.parametrize("features,columns",
                          [("split", slice(None)), ("all", slice(None)), ("local", slice(0, 4))])
 @pytest.mark.parametrize("tau,speeds", [(0, []), (4, [1, 1, 4])], ids=["sync", "stale"])

@@ -7,7 +7,7 @@ from ppml.algorithms import ipp_admm, pp_admm
 from ppml.models.losses import objective_and_gradient, solve_l2_logistic
 from ppml.network import traffic_kind
 from ppml.privacy import zcdp
-from ppml.privacy.events import ZCDPEvent
+from ppml.privacy.events import PureDPEvent
 from ppml.privacy.paper_bounds import evaluate
 from ppml.runtime import EVALUATOR
 
@@ -99,11 +99,18 @@ def test_sigma1_uses_epsilon_i1_and_the_budget_meets_the_target(data):
     bound = evaluate(history.ledger.paper_bound)
     assert bound["rho"] == pytest.approx(0.1 * rho_total + 15 * (budget.rho_i1 + budget.rho_i2))
     assert bound["epsilon"] == pytest.approx(2.0, rel=1e-9)
-    rho_svt = (budget.eps1 + budget.eps2) ** 2 / (2 * 15)
-    svt_events = [e for e in history.ledger.events if isinstance(e, ZCDPEvent) and e.rho == pytest.approx(rho_svt)]
-    assert len(svt_events) == 5 and all(e.count == 1 for e in svt_events)
-    # the tight ledger charges the c releases, not the T rounds
-    assert all(e.count == 15 for e in history.ledger.events if e not in svt_events)
+    # the SVT is c = 15 AboveThreshold instances, each pure (eps1 + eps2)/c-DP, recorded as such (not as zCDP)
+    svt_epsilon = (budget.eps1 + budget.eps2) / 15
+    svt_events = [e for e in history.ledger.events
+                  if isinstance(e, PureDPEvent) and e.epsilon == pytest.approx(svt_epsilon, rel=1e-12)]
+    assert len(svt_events) == 5 and {e.party for e in svt_events} == set(history.extra["agents"])
+    assert not any(e.kind == "zcdp" for e in history.ledger.events)
+    assert [e.kind for e in history.ledger.events].count("loss_shift") == 5  # each agent's Jacobian term
+    # their zCDP cost is the SVT term of the budget, (eps1 + eps2)^2 / (2c)
+    rho_svt = svt_events[0].count * zcdp.rho_pure(svt_epsilon)
+    assert rho_svt == pytest.approx((budget.eps1 + budget.eps2) ** 2 / (2 * 15))
+    # the tight ledger charges the c releases (and c SVT instances), not the T rounds
+    assert all(e.count == 15 for e in history.ledger.events)
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 10.0])
@@ -142,10 +149,11 @@ def test_per_record_sensitivity_lets_alpha_decide(data, variant, threshold):
 
 
 def test_the_summed_reading_is_the_mean_scale_run_with_everything_over_d_i(data):
-    # IPP-ADMM's summed reading (quality, alpha and Lemma 4.2's 2 C_loss on the summed objective) is the
-    # mean-scale code with eta, beta and alpha over |D_i| and the per-record sensitivity 2 C_loss/|D_i|
+    # IPP-ADMM's summed reading (quality and Lemma 4.2's 2 C_loss on the summed objective) is the mean-scale
+    # code with eta and beta over |D_i| and the per-record sensitivity 2 C_loss/|D_i|; alpha, read on the
+    # mean loss (alpha_scale: mean), is the same number in both
     parties, evaluator = data
-    summed, _, _ = run(parties, evaluator, T=8, c=4, epsilon=10.0, alpha=6.0, seed=3)
+    summed, _, _ = run(parties, evaluator, T=8, c=4, epsilon=10.0, alpha=6.0 / 120, seed=3)
     mean, _, _ = run(parties, evaluator, T=8, c=4, epsilon=10.0, alpha=6.0 / 120, eta=0.5 / 120,
                      beta=10 ** -3.5 / 120, svt_sensitivity="per_record", variant="literal", seed=3)
     assert [r["broadcasts"] for r in summed.records] == [r["broadcasts"] for r in mean.records]
@@ -154,6 +162,38 @@ def test_the_summed_reading_is_the_mean_scale_run_with_everything_over_d_i(data)
         assert [r[key] for r in summed.records] == pytest.approx([r[key] for r in mean.records], rel=1e-7,
                                                                   abs=1e-12), key
     assert evaluate(summed.ledger.paper_bound) == evaluate(mean.ledger.paper_bound)
+
+
+@pytest.mark.parametrize("variant, rows, row_weight, mean, summed",
+                         [("paper", 7000, 1.0, 7.0, 1e-3),          # summed objective: alpha |D_i| vs alpha
+                          ("literal", 7000, 1 / 7000, 1e-3, 1e-3 / 7000),  # mean objective
+                          ("reconstructed", 120, 0.5, 0.06, 5e-4)])  # a common row weight w: alpha w |D_i|
+def test_svt_threshold_reads_alpha_on_the_mean_or_the_summed_loss(variant, rows, row_weight, mean, summed):
+    extra = {"loss_scale": "sum", "calibration": "exact"} if variant == "reconstructed" else {}
+    on_mean = ipp_admm.Params(alpha=1e-3, variant=variant, **extra)
+    on_sum = ipp_admm.Params(alpha=1e-3, alpha_scale="sum", variant=variant, **extra)
+    assert on_mean.alpha_scale == "mean"  # the paper's f_i is the mean loss: the default reading
+    assert ipp_admm.svt_threshold(on_mean, row_weight=row_weight, rows=rows) == pytest.approx(mean)
+    assert ipp_admm.svt_threshold(on_sum, row_weight=row_weight, rows=rows) == pytest.approx(summed)
+
+
+def test_alpha_scale_is_validated():
+    from ppml.config import ParamError, build
+
+    with pytest.raises(ParamError, match=r"experiments\.ipp\.alpha_scale must be one of .*got 'median'"):
+        build(ipp_admm.Params, {"alpha_scale": "median"}, "experiments.ipp")
+
+
+def test_the_two_alpha_readings_send_differently(data):
+    # noise off (exact tests): alpha = 0.2 on the mean loss is a threshold of 24 on an agent's summed loss
+    # (|D_i| = 120), above even the first round's decrease, so no agent sends; read on the summed loss, 0.2
+    # lets that decrease through
+    parties, evaluator = data
+    kw = dict(T=10, c=10, epsilon=10.0, alpha=0.2, svt_sensitivity="per_record", noise=False, seed=4)
+    mean, _, _ = run(parties, evaluator, **kw)
+    summed, _, _ = run(parties, evaluator, alpha_scale="sum", **kw)
+    assert sum(mean.extra["broadcasts"].values()) == 0 < sum(summed.extra["broadcasts"].values())
+    assert any("alpha = 0.2 on the mean loss" in n for n in mean.ledger.notes)
 
 
 def test_traffic_audit_and_determinism(data):

@@ -9,6 +9,7 @@ from ppml.models.losses import objective_and_gradient, solve_l2_logistic
 from ppml.network import traffic_kind
 from ppml.parties import Party
 from ppml.privacy import zcdp
+from ppml.privacy.accountants import tight_epsilon
 from ppml.privacy.paper_bounds import evaluate
 from ppml.runtime import EVALUATOR
 
@@ -40,7 +41,7 @@ def test_noise_off_reaches_the_centralized_optimum(data, variant, T):
 
 
 def test_calibration_by_hand(data):
-    # paper variant, Algorithm 1 lines 2-9 and §5's budget, computed by hand (specs/pp_admm_paper.md)
+    # paper variant, Algorithm 1 lines 2-9 and §5's budget, computed by hand (docs/specs/pp_admm_paper.md)
     parties, _ = data
     params = pp_admm.Params(lam=LAM, epsilon=1.0)
     rng = np.random.default_rng(0)
@@ -112,7 +113,6 @@ def test_the_summed_reading_is_the_mean_scale_run_with_eta_and_beta_over_d_i(dat
 def test_paper_and_literal_ledgers_hold_the_same_budget_and_certified_epsilon(data):
     # at the same epsilon the two readings spend the same budget: only eta, beta and sigma_i2 (with the output
     # release's sensitivity 2 beta/mu, in the same ratio) differ
-    from ppml.privacy.accountants import tight_epsilon
     parties, evaluator = data
     paper, _, _ = run(parties, evaluator, T=4, epsilon=2.0)
     literal, _, _ = run(parties, evaluator, T=4, epsilon=2.0, variant="literal")
@@ -210,6 +210,9 @@ def test_ledger_describes_the_noise_and_the_paper_bound_meets_the_target(data):
     ledger = history.ledger
     assert ledger.certified and ledger.target_epsilon == 1.5 and ledger.delta == 1e-4
     assert len(ledger.events) == 3 * 5 and all(e.count == 10 for e in ledger.events)
+    # two Gaussian releases and the Jacobian factor as a shift of the first one's loss: all composed by PLD
+    assert [e.kind for e in ledger.events[:3]] == ["gaussian", "loss_shift", "gaussian"]
+    assert tight_epsilon(ledger.events, ledger.delta)["method"] == "pld"
     assert evaluate(ledger.paper_bound)["epsilon"] == pytest.approx(1.5, rel=1e-9)
     paper_cal, _, _ = run(parties, evaluator, T=10, epsilon=1.5)
     assert evaluate(paper_cal.ledger.paper_bound)["epsilon"] > 1.5
@@ -223,10 +226,11 @@ def test_ledger_describes_the_noise_and_the_paper_bound_meets_the_target(data):
     eps_j = history.extra["agents"]["agent1"]["jacobian_epsilon"]
     assert sens1 == pytest.approx(2 / 120)
     sigma2 = history.extra["agents"]["agent1"]["sigma2"]
-    per_round = sens1 ** 2 / (2 * sigma1 ** 2) + eps_j ** 2 / 2 + (2 * 10 ** -3.5 / mu) ** 2 / (2 * sigma2 ** 2)
+    per_round = sens1 ** 2 / (2 * sigma1 ** 2) + (2 * 10 ** -3.5 / mu) ** 2 / (2 * sigma2 ** 2)
     # the tight ledger's output release has sensitivity 2 beta/mu, four times rho_i2
     assert (2 * 10 ** -3.5 / mu) ** 2 / (2 * sigma2 ** 2) == pytest.approx(4 * budget.rho_i2)
     assert acc.rho("agent1") == pytest.approx(10 * per_round)
+    assert acc.xi("agent1") == pytest.approx(10 * eps_j)  # the Jacobian shifts add to xi, not to rho
     assert any("epsilon_i3" in note for note in ledger.notes)
 
 

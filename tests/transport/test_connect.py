@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 JOIN = textwrap.dedent("""
     import sys, time
     from ppml.network import ProtocolError
-    from ppml.network.ray_launcher import ray_cluster
+    from ppml.launch.ray_runner import ray_cluster
 
     start = time.monotonic()
     try:
@@ -108,7 +108,7 @@ def test_a_timeout_past_what_the_clocks_represent_is_refused_at_load():
 def test_run_ray_refuses_such_a_timeout_before_starting_anything():
     from ppml import runtime
     from ppml.network import Network
-    from ppml.network.ray_launcher import run_ray
+    from ppml.launch.ray_runner import run_ray
 
     network = Network(["a", "b"], timeout=1.0e10)
     with pytest.raises(ValueError, match=r"timeout must be in \(0, 604800\] seconds, got 10000000000.0"):

@@ -1,7 +1,7 @@
 """Generators never cross into a party's process: every role's kwargs go there as descriptions (no cluster).
 
 The one place a generator would cross a process boundary is the role a transport ships to its party's process
-(:func:`ppml.network.ray_launcher._ship`, used by ``run_ray``); the Ray test of ``noise_source: os``
+(:func:`ppml.launch.ray_runner._ship`, used by ``run_ray``); the Ray test of ``noise_source: os``
 (tests/transport/test_ray.py) runs it end to end.
 """
 
@@ -17,8 +17,8 @@ import pytest
 from ppml import runtime
 from ppml.algorithms import ALGORITHMS, get_algorithm, make_network
 from ppml.config import build
+from ppml.launch.ray_runner import _ship
 from ppml.privacy.noise import GeneratorSpec, OsEntropyGenerator, create_all, run_generator
-from ppml.network.ray_launcher import _ship
 from tests.algorithms.horizontal_data import horizontal
 from tests.transport.test_ray import vertical_parties
 

@@ -243,7 +243,8 @@ def assert_same_as_inprocess(party_out: Path, local_out: Path, *, skip: tuple[st
                              final: bool = True) -> None:
     """The history party's history.json and metrics.json are the in-process run's (its own part of them; with
     `final` False its records only)."""
-    assert {f.name for f in party_out.iterdir()} == {"comm.json", "history.json", "run.json", "metrics.json"}
+    assert {f.name for f in party_out.iterdir()} == {"comm.json", "history.json", "run.json", "metrics.json",
+                                                     "timing.json"}
     mine = read_json(party_out / "history.json")["runs"]
     theirs = read_json(local_out / "history.json")["runs"]
     assert len(mine) == len(theirs) >= 1
@@ -625,7 +626,7 @@ def test_an_unreachable_peer_ends_the_others_naming_it(tmp_path, launcher, verti
 def test_a_party_process_reports_its_own_peak_memory_not_its_launchers():
     """Linux carries a parent's peak resident memory across fork and exec into the child's getrusage; a party
     started by a large process reports its own peak (VmHWM) instead."""
-    child = ("import json, resource; from ppml.network.party import own_peak_mib; "
+    child = ("import json, resource; from ppml.launch.party import own_peak_mib; "
              "print(json.dumps([own_peak_mib(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
     parent = ("import subprocess, sys; big = bytearray(400 * 2**20); big[::4096] = b'1' * len(big[::4096]); "
               f"sys.stdout.write(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, "

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ppml.network import ProtocolError
+from ppml.network import grpc_links, tls_links  # noqa: F401 - they register the carriers make_links opens
 from ppml.network.endpoint import CARRIERS
 from ppml.network.links import ABORT_LINGER, make_links, run_program
 from ppml.network.peer import PeerNetwork

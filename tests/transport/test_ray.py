@@ -14,9 +14,9 @@ from ppml.algorithms import admm_sharing
 from ppml.config import build
 from ppml.history import ConvergenceWarning
 from ppml.io import save_party
+from ppml.launch.ray_runner import run_ray
 from ppml.network import Network, ProtocolError
 from ppml.parties import Party
-from ppml.network.ray_launcher import run_ray
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -373,8 +373,10 @@ def test_an_inprocess_train_run_loads_nothing_its_code_deps_leave_out(prepared_v
     allowed = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing",)))
     assert loaded <= allowed, sorted(loaded - allowed)
     assert "src/ppml/network/links.py" not in allowed
-    linked = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing", "ppml.network.ray_launcher")))
-    assert {"src/ppml/network/links.py", "src/ppml/network/tls_links.py", "src/ppml/network/peer.py"} <= linked
+    linked = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing", "ppml.launch.ray_runner")))
+    assert {"src/ppml/network/links.py", "src/ppml/network/tls_links.py", "src/ppml/network/grpc_links.py",
+            "src/ppml/network/peer.py"} <= linked
     # transport grpc: the launcher and the program each party process runs (python -m ppml.party)
-    local = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing", "ppml.network.local")))
-    assert {"src/ppml/party.py", "src/ppml/network/party.py", "src/ppml/network/links.py"} <= local
+    local = set(code_deps.closure("stages/train.py", ("ppml.algorithms.admm_sharing", "ppml.launch.local")))
+    assert {"src/ppml/party.py", "src/ppml/launch/party.py", "src/ppml/network/links.py",
+            "src/ppml/network/tls_links.py", "src/ppml/network/grpc_links.py"} <= local

@@ -21,6 +21,7 @@ import yaml
 
 from ppml.config import ParamError
 from ppml.network import ProtocolError
+from ppml.network import grpc_links, tls_links  # noqa: F401 - they register the carriers make_links opens
 from ppml.network.endpoint import CARRIERS
 from ppml.network.links import make_links
 from ppml.network.peer import PeerNetwork

@@ -77,3 +77,16 @@ def test_allow_large_delta_certificate_says_delta_may_be_at_least_one_over_n():
     checked = account_run("a", {**block, "allow_large_delta": False}, {"runs": [led.to_dict()]})
     assert "allow_large_delta" not in checked and "delta_note" not in checked
     assert checked["status"].startswith("certified; ")
+
+
+def test_a_non_finite_number_in_an_entry_is_an_accounting_failure(monkeypatch):
+    """An infinite epsilon certifies nothing and JSON cannot hold it: the run's entry records the failure."""
+    import ppml.accounting
+
+    block = {"algorithm": "pp_admm", "dataset": "d"}
+    monkeypatch.setattr(ppml.accounting, "account_run", lambda name, block, ledger: {
+        "name": name, "paper": {"epsilon": 2.0}, "tight": {"epsilon": 1.0, "parties": [{"epsilon": math.inf}]}})
+    entry = ppml.accounting.run_privacy("r", block, {"runs": []})
+    assert entry == {"name": "r", "algorithm": "pp_admm", "dataset": "d", "certified": False, "paper": None,
+                     "tight": None, "status": "accounting failed: ValueError: the accounting gave a non-finite "
+                                              "number at tight.parties[0].epsilon"}

@@ -136,21 +136,23 @@ def test_majority_error():
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # dp-accounting, on the absurd epsilon
 def test_absurd_epsilon_trains_and_its_accounting_failure_is_recorded(prepared, tmp_path):
-    """epsilon = 1e300 is finite and trains; the account stage records its failure and accounts the others.
+    """epsilon = 1e300 is finite and trains; its train stage records the accounting failure in the run's
+    privacy.json, and the account stage gathers it beside the other runs' entries.
 
     (With the paper's calibration epsilon^2 overflows: that is refused when the parameters are built.)
     """
     from stages.account import main as account
+    from stages.train import main as train
 
     with pytest.raises(ParamError, match=r"experiments\.e: epsilon cannot be calibrated with calibration 'paper'"
                                          r".*got 1e\+300"):
         experiment_params("e", block(epsilon=1e300))
     blocks = {"huge": block(epsilon=1e300, T=2, calibration="exact"), "fine": block(T=2)}
-    for name, b in blocks.items():
-        out = run(name, b, prepared, seed=1)
-        write_json(tmp_path / "runs" / name / "ledger.json", out["ledger"])
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"seed": 1, "experiments": blocks}))
+    for name in blocks:
+        assert train(["--experiment", name, "--params", str(params), "--data", str(prepared), "--out",
+                      str(tmp_path / "runs" / name)]) == 0
     assert account(["--params", str(params), "--runs", str(tmp_path / "runs"), "--out",
                     str(tmp_path / "privacy.json")]) == 0
     import json
@@ -187,6 +189,54 @@ def test_a_seed_that_failed_fails_the_run():
     assert summarize("c", block, params, [ok, ok], [1.0, 1.0])["status"] == "ok"
     summary = summarize("c", block, params, [ok, failed], [1.0, 1.0])
     assert summary["status"] == "failed: lbfgs stopped after 0 iterations"
-    described, metrics = split_summary(summary, params)
+    described, metrics, timing = split_summary(summary, params)
     assert described["status"] == summary["status"] and "status" not in metrics
     assert metrics["test_error"] == 0.35 and "lam" in described and "lam" not in metrics
+    assert timing["values"] == {"seconds": 1.0, "seconds_mean": 1.0, "seconds_std": 0.0}
+    assert not {"seconds", "seconds_mean", "seconds_std"} & (set(metrics) | set(described))
+
+
+def _train(tmp_path, prepared, blocks: dict, name: str) -> tuple[int, dict]:
+    """The train stage on experiment `name` of `blocks`: its exit status and the files it wrote (by stem)."""
+    import json
+
+    from stages.train import main
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"seed": 1, "experiments": blocks}))
+    out = tmp_path / "runs" / name
+    code = main(["--experiment", name, "--params", str(params), "--data", str(prepared), "--out", str(out)])
+    return code, {f.stem: json.loads(f.read_text()) for f in out.glob("*.json")} if out.exists() else {}
+
+
+def test_train_stage_writes_the_runs_privacy_accounting(prepared, tmp_path):
+    """A DP run's privacy.json is account_run's entry for its ledger; a run without a privacy side says so."""
+    from ppml.accounting import NO_PRIVACY_SIDE, account_run
+
+    blocks = {"dp": block(T=2), "plain": {"algorithm": "decentralized_admm", "dataset": "toy", "T": 2}}
+    code, files = _train(tmp_path, prepared, blocks, "dp")
+    assert code == 0 and set(files) == {"history", "ledger", "comm", "privacy", "timing", "run", "metrics"}
+    assert files["privacy"] == account_run("dp", blocks["dp"], files["ledger"])
+    assert files["privacy"]["status"].startswith("certified; ") and files["privacy"]["tight"]["epsilon"] > 0
+    code, files = _train(tmp_path, prepared, blocks, "plain")
+    assert code == 0 and account_run("plain", blocks["plain"], files["ledger"]) is None
+    assert files["privacy"] == {"name": "plain", "algorithm": "decentralized_admm", "dataset": "toy",
+                                "privacy_side": False, "status": NO_PRIVACY_SIDE}
+    # timing apart from the metrics
+    assert "seconds" in files["timing"]["values"] and "seconds" not in files["metrics"]
+
+
+def test_a_failing_accounting_is_the_runs_failed_entry(prepared, tmp_path, monkeypatch, caplog):
+    """The accountant raising does not lose the trained run: privacy.json records the failure."""
+    import ppml.accounting
+
+    def overflow(name, block, ledger):
+        raise OverflowError("math range error")
+
+    monkeypatch.setattr(ppml.accounting, "account_run", overflow)
+    code, files = _train(tmp_path, prepared, {"dp": block(T=2)}, "dp")
+    assert code == 0 and "metrics" in files and files["ledger"]["runs"]
+    assert files["privacy"] == {"name": "dp", "algorithm": "pp_admm", "dataset": "toy", "certified": False,
+                                "paper": None, "tight": None,
+                                "status": "accounting failed: OverflowError: math range error"}
+    assert "dp: accounting failed: OverflowError: math range error" in caplog.text

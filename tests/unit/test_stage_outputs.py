@@ -1,4 +1,4 @@
-"""Nothing silent: the report stage replaces its outputs whole or not at all; account records failures per run."""
+"""Nothing silent: the report stage replaces its outputs whole or not at all; account gathers each run's privacy.json."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ppml.io import staged_outputs
+from ppml.io import staged_outputs, write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUTS = ("tables", "plots", "claims.json", "claims.md", "metrics")
@@ -185,41 +185,64 @@ def test_staged_outputs_finishes_a_swap_cut_short(tmp_path):
     assert _tree(tmp_path) == {"tables/a.md": "new", "claims.json": "new"}
 
 
-def _ledger(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+def _entries() -> dict[str, dict]:
+    """Each kind of run privacy.json the train stage writes, by experiment name."""
+    from ppml.accounting import failed_entry, no_privacy_entry
+
+    block = {"algorithm": "pp_admm", "dataset": "d"}
+    return {
+        "certified": {"name": "certified", **block, "seeds": 1, "certified": True, "delta": 1e-5,
+                      "paper": {"epsilon": 1.0}, "tight": {"epsilon": 0.8}, "status": "certified; seeded"},
+        "plain": no_privacy_entry("plain", {"algorithm": "centralized", "dataset": "d"}),
+        "failed": failed_entry("failed", block, OverflowError("math range error")),
+        "fixed": {"name": "fixed", **block, "seeds": 1, "certified": False, "paper": None, "tight": None,
+                  "status": "not certified: fixed noise level or assumptions not enforced in this run"},
+    }
 
 
-FIXED_NOISE = {"runs": [{"certified": False, "notes": ["fixed noise level"],
-                         "events": [{"kind": "gaussian", "count": 3, "sigma": 1.0, "sensitivity": 1.0}]}]}
-
-
-def test_account_records_a_failing_run_and_accounts_the_others(tmp_path, monkeypatch):
-    account = _stage("account")
-    experiments = {name: {"algorithm": "admm_sharing", "dataset": "d", "sigma": 1.0}
-                   for name in ("first", "overflows", "malformed", "last")}
+@pytest.fixture
+def gathered(tmp_path):
+    """params.yaml with five runs, four of which have their privacy.json; the account stage's arguments."""
+    experiments = {name: {"algorithm": "pp_admm", "dataset": "d"}
+                   for name in ("certified", "plain", "untrained", "failed", "fixed")}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"experiments": experiments}, sort_keys=False))
-    runs = tmp_path / "runs"
-    for name in ("first", "overflows", "last"):
-        _ledger(runs / name / "ledger.json", json.dumps(FIXED_NOISE))
-    _ledger(runs / "malformed" / "ledger.json", '{"runs": [')
-    real = account.account_run
+    for name, entry in _entries().items():
+        write_json(tmp_path / "runs" / name / "privacy.json", entry)
+    return tmp_path, ["--params", str(tmp_path / "params.yaml"), "--runs", str(tmp_path / "runs"),
+                      "--out", str(tmp_path / "privacy.json")]
 
-    def account_run(name, block, ledger):
-        if name == "overflows":
-            raise OverflowError("math range error")
-        return real(name, block, ledger)
 
-    monkeypatch.setattr(account, "account_run", account_run)
-    out = tmp_path / "privacy.json"
-    assert account.main(["--params", str(tmp_path / "params.yaml"), "--runs", str(runs), "--out", str(out)]) == 0
-    entries = {e["name"]: e for e in json.loads(out.read_text())["runs"]}
-    assert list(entries) == ["first", "overflows", "malformed", "last"]
-    assert entries["overflows"]["status"] == "accounting failed: OverflowError: math range error"
-    assert entries["malformed"]["status"].startswith("accounting failed: ValueError: ")
-    assert str(runs / "malformed" / "ledger.json") in entries["malformed"]["status"]
-    for name in ("overflows", "malformed"):
-        assert entries[name]["certified"] is False and entries[name]["tight"] is None
-        assert entries[name]["paper"] is None
-    for name in ("first", "last"):
-        assert entries[name]["status"].startswith("not certified")
+def test_account_gathers_exactly_what_train_wrote(gathered, caplog):
+    root, args = gathered
+    assert _stage("account").main(args) == 0
+    entries = _entries()
+    # in params.yaml's order; a run with no privacy side has no entry; an untrained run is missing, with a warning
+    assert json.loads((root / "privacy.json").read_text()) == {
+        "runs": [entries["certified"], entries["failed"], entries["fixed"]], "missing": ["untrained"]}
+    assert "untrained" in caplog.text and "listed as missing" in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["not json", "another run", "no status"])
+def test_account_refuses_a_damaged_privacy_json_naming_it(gathered, damage, capsys):
+    root, args = gathered
+    path = root / "runs" / "fixed" / "privacy.json"
+    if damage == "not json":
+        path.write_text('{"name": ')
+    else:
+        entry = _entries()["fixed"]
+        path.write_text(json.dumps({**entry, "name": "certified"} if damage == "another run"
+                                   else {k: v for k, v in entry.items() if k != "status"}))
+    assert _stage("account").main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"account: {path}: ") and "\n" not in err
+    assert not (root / "privacy.json").exists()
+
+
+def test_account_imports_no_accountant():
+    """The stage only gathers: it runs in seconds and a change to the accounting re-runs the train stages."""
+    import ast
+
+    tree = ast.parse((ROOT / "stages" / "account.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert not {m for m in imported if m and (m.startswith("ppml.privacy") or m == "ppml.accounting")}

@@ -12,7 +12,7 @@ References
    JMLR 12, 2011 (objective perturbation, Algorithm 2; noise density proportional to exp(-zeta ||b||)).
 .. [2] X. Zhang, M. M. Khalili, M. Liu, "Improving the Privacy and Accuracy of ADMM-Based Distributed
    Algorithms", ICML 2018 (the per-iteration objective-perturbation bound, reconstructed in
-   ``specs/m_admm.md``).
+   ``docs/specs/m_admm.md``).
 .. [3] J. Ding, J. Wang, G. Liang, J. Bi, M. Pan, "Towards Plausible Differentially Private ADMM Based
    Distributed Machine Learning", CIKM 2020 (all baselines calibrated to the same total zCDP budget).
 """
@@ -91,7 +91,7 @@ def objective_perturbation_epsilon(*, rate: float, kappa: float, row_weight: flo
 
     ``2 c1 row_weight rate / kappa + jacobian_terms * ln(1 + c2 row_weight / strong_convexity)``, where
     row_weight (C/B_i) multiplies each row's loss in G_D and strong_convexity is G_D's modulus without the
-    data ([2]_, lemma reconstructed in ``specs/m_admm.md``: swapping one row moves ∇G_D by at most
+    data ([2]_, lemma reconstructed in ``docs/specs/m_admm.md``: swapping one row moves ∇G_D by at most
     2 c1 row_weight; the Jacobian ratio is bounded as in [1]_). ``jacobian_terms = 2`` is the paper-style
     bound, 1 the tighter one valid for replace-one neighbours.
     """

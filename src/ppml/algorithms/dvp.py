@@ -16,7 +16,7 @@ Each release is alpha-DP for the rows of agent p (Chaudhuri's change of variable
 ``T alpha^2 / 2`` in zCDP, so a target (epsilon, delta) gives ``alpha = sqrt(2 rho_total / T)`` (rho_total by
 the run's calibration). The paper-style bound is :func:`ppml.privacy.bounds_pp_admm.pure_dp_composition`.
 
-UNVERIFIED (reconstructed in ``specs/dvp.md``; the paper body was not available): the mapping of Chaudhuri's
+UNVERIFIED (reconstructed in docs/specs/dvp.md; the paper body was not available): the mapping of Chaudhuri's
 constants onto the ADMM subproblem, and whether the dual continues from lambda or from mu.
 
 Threat model: honest-but-curious agents; each agent's rows are protected by its own noise.
@@ -47,8 +47,7 @@ from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES, Agent, Update, ag
 from ppml.history import History
 from ppml.network import Endpoint, Network
 from ppml.parties import Party
-from ppml.privacy import zcdp
-from ppml.privacy.events import ZCDPEvent
+from ppml.privacy.events import PureDPEvent
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "dvp_constants"]
@@ -145,7 +144,7 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
     history.extra["agents"] = {name: {"eps_prime": c[0], "zeta": c[1], "phi": c[2]}
                                for name, c in constants.items()}
     if params.noise:
-        history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(alpha), count=params.T, party=name)
+        history.ledger.events.extend(PureDPEvent(epsilon=alpha, count=params.T, party=name)
                                      for name in names)
         history.ledger.paper_bound = {"name": "pp_admm.pure_dp_composition", "inputs": {
             "step_epsilons": {name: [alpha] * params.T for name in names}, "delta": params.delta}}

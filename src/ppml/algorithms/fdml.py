@@ -4,8 +4,8 @@ Reproduces Hu, Niu, Yang, *Stochastic Distributed Optimization for Machine Learn
 Features* (FDML), Table I (LR / NN local models x local / centralized / FDML: train objective, test log loss,
 test AUC, time) on public data, and its staleness behaviour; with ``tau = 0`` it is the synchronous
 mini-batch SGD baseline of Hu, Niu, Yang, Zhou, *Learning Privately over Distributed Features: an ADMM
-Sharing Approach* (AAAI 2020), Fig. 1a/2a. Specs: ``shared/specs/fdml_paper.md`` (Algorithm 1, Table I;
-overrules) and ``shared/specs/fdml_ssp.md`` (the ``staleness_bounded`` variant).
+Sharing Approach* (AAAI 2020), Fig. 1a/2a. Specs: ``docs/specs/fdml_paper.md`` (Algorithm 1, Table I;
+overrules) and ``docs/specs/fdml_ssp.md`` (the ``staleness_bounded`` variant).
 
 Model. Party ``j`` holds the feature block ``xi_j`` of every (aligned) sample and the parameters ``x_j`` of
 its local model ``alpha_j`` (linear or a two-layer network, :mod:`ppml.models.local`); the label holder's
@@ -22,7 +22,7 @@ the steps and f use ``lam / n`` (:func:`ppml.models.losses.mean_form_lam`, repor
 Protocols (parameter server run by the label holder; a sample coordinator's seeded schedule fixes the
 mini-batches I(0), I(1), ... for every worker). ``variant`` chooses one:
 
-``paper`` (default): Algorithm 1 (``shared/specs/fdml_paper.md``). The server sends the labels to
+``paper`` (default): Algorithm 1 (``docs/specs/fdml_paper.md``). The server sends the labels to
 every worker before training. It keeps the prediction matrix A (n x m). Pull(j, t): unless t is more than
 ``tau`` iterations ahead of the slowest worker (then the pull is rejected and the worker retries; rejections
 are counted), the server sends the sum of A's entries for I(t); the worker computes H' = sigmoid(s) - y with
@@ -1009,12 +1009,15 @@ def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Par
         worker.complete()
         endpoint.next_round()
         if worker.clock % schedule.n_batches == 0:
+            # the clock stops for the evaluation: `seconds` is training time, as ADMM sharing's is
+            stamp = time.perf_counter()
             scores = {"train": worker.model.forward(worker.theta, party.X)[0],
                       "sqnorm": float(np.dot(worker.theta, worker.theta)), "sim_time": now,
-                      "seconds": time.perf_counter() - start}
+                      "seconds": stamp - start}
             if has_test:
                 scores["test"] = worker.model.forward(worker.theta, party.X_test)[0]
             endpoint.send(SERVER, TAG_EVAL, scores)
+            start += time.perf_counter() - stamp
             log.info("%s: epoch %d/%d done (iteration %d), ||x_j||^2 = %.6g", endpoint.name,
                      worker.clock // schedule.n_batches, params.epochs, worker.clock, scores["sqnorm"])
             if keep_snapshots:
@@ -1315,7 +1318,7 @@ class Trace:
     sim_time : list (per party) of list (per epoch) of float
         Simulated time at which each party completed each epoch (NaN in threads mode).
     seconds : list (per party) of list (per epoch) of float
-        Wall seconds since the party's start at the same moments.
+        Wall seconds since the party's start at the same moments, its evaluations excluded (training time).
     delays : ndarray of int, shape (n_answers, 3)
         For every answered pull: iteration, party index, largest delay (age of a used prediction) used
         (Algorithm 1: of the entries read from A; 0 when none is, a fresh own term being current).
@@ -1535,8 +1538,9 @@ def fit(parties: list[Party], network: Network, params: Params, *, rng: np.rando
     -------
     History
         Per epoch: ``epoch``, ``train_objective``, ``test_logloss``, ``test_auc``, ``sim_time`` (simulated
-        time units when the last party finished the epoch), ``seconds`` (wall time of the protocol),
-        ``max_delay`` and ``mean_delay`` (staleness the server used). Final metrics add ``sim_time``,
+        time units when the last party finished the epoch), ``seconds`` (wall time of the protocol: the
+        slowest party's own clock, its evaluations excluded), ``max_delay`` and ``mean_delay`` (staleness the
+        server used). Final metrics add ``sim_time``,
         ``protocol_seconds``, per-epoch averages, ``max_delay``, ``mean_delay``, ``refreshes`` and
         ``lam_mean`` (the weight of f, given `objective`).
     """

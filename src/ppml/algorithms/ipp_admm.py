@@ -3,7 +3,7 @@
 Reproduces the IPP-ADMM curves of the paper's Fig. 5-7 and its parameter studies (Fig. 3-4: the clipping
 bound C_loss and the threshold alpha).
 
-``variant: paper`` (default), Algorithm 2 as written (``specs/pp_admm_paper.md``) with eta, beta and the
+``variant: paper`` (default), Algorithm 2 as written (``docs/specs/pp_admm_paper.md``) with eta, beta and the
 objective on the agent's summed loss, as PP-ADMM's paper variant (:mod:`~ppml.algorithms.pp_admm`;
 ``variant: literal`` reads them on the mean loss as printed). Each round, an agent that has not yet broadcast
 c times computes PP-ADMM's candidate theta_hat (line 8, with line 3's lam_hat; line 6's sigma_i1 uses
@@ -14,10 +14,14 @@ epsilon_i1 as printed, probably a typo for epsilon_i3) and releases ``theta_hat 
 F_i = s_i f_i the regularized objective on the reading's scale (s_i = |D_i|: the sum of the rows' losses,
 each clipped at C_loss, plus |D_i| (lam_hat/N) R; literal: s_i = 1, the clipped mean). The quality's
 sensitivity is 2 C_loss as Lemma 4.2 states it: on the summed scale that is the per-record value (replacing
-one record moves its clipped term in each of the two sums by at most C_loss), so the paper variant's alpha and
-SVT are on one consistent scale. On the mean scale one record moves the clipped mean by at most C_loss/|D_i|,
-and Lemma 4.2's 2 C_loss is |D_i| (7000 on Adult) times too large there. ``svt_sensitivity: per_record``
-uses ``2 C_loss s_i/|D_i|``: the same as ``paper`` in the paper variant, 2 C_loss/|D_i| in the literal one.
+one record moves its clipped term in each of the two sums by at most C_loss), so the paper variant's quality
+and SVT noise are on one consistent scale. The threshold alpha is read on the mean loss, the scale of the
+paper's f_i (``alpha_scale: mean``, :func:`svt_threshold`: alpha |D_i| on the summed scale); ``alpha_scale:
+sum`` reads it on the summed loss, the earlier reading, where 1e-3..10 is far below the threshold noise's
+Laplace scale (hundreds at eps = 10 on Adult). On the mean scale one record moves the clipped mean by at
+most C_loss/|D_i|, and Lemma 4.2's 2 C_loss is |D_i| (7000 on Adult) times too large there.
+``svt_sensitivity: per_record`` uses ``2 C_loss s_i/|D_i|``: the same as ``paper`` in the paper variant,
+2 C_loss/|D_i| in the literal one.
 Either way the quality also reads theta_hat, which itself depends on the data, a dependence Lemma 4.2 does not
 address. The noisy threshold is redrawn after each positive answer (Dwork-Roth's Sparse; the paper does not
 say: UNVERIFIED).
@@ -29,8 +33,10 @@ Accounting (Theorem 4.1): ``rho'_i = (eps1 + eps2)^2 / 2 + c (rho_i1 + rho_i2)``
 target is split between the SVT and the c releases; our choice (UNVERIFIED, :func:`ipp_admm_budget
 <ppml.privacy.bounds_pp_admm.ipp_admm_budget>`): ``svt_share`` (0.1) of rho_total pays the SVT, the rest
 the c releases (so each release gets T/c times PP-ADMM's per-round budget). The ledger for the tight
-accountant describes the same mechanism: c times PP-ADMM's per-round events and the SVT as its zCDP cost
-(c AboveThreshold instances, ``(eps1 + eps2)^2 / (2c)``, a ZCDPEvent; dp-accounting has no SVT event).
+accountant describes the same mechanism: c times PP-ADMM's per-round events (two Gaussian releases and the
+Jacobian factor as a loss shift of eps_J, :mod:`~ppml.algorithms.pp_admm`) and the SVT as c AboveThreshold
+instances, each a pure ``(eps1 + eps2) / c``-DP event (dp-accounting has no SVT event), so that PLD composes
+the whole ledger; their zCDP cost ``(eps1 + eps2)^2 / (2c)`` is the budget's SVT term.
 
 ``variant: reconstructed``: the earlier form (summed scale with ``loss_scale: sum``, quality without the
 regularizer on the release, all T rounds charged plus ``(eps1 + eps2)^2/(2c)``).
@@ -63,12 +69,12 @@ from ppml.network import Endpoint, Network
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.bounds_pp_admm import PPBudget, ipp_admm_budget
-from ppml.privacy.events import ZCDPEvent
+from ppml.privacy.events import PureDPEvent
 from ppml.privacy.svt import SparseVector
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble",
-           "clipped_loss_decrease", "clipped_objective", "svt_sensitivity"]
+           "clipped_loss_decrease", "clipped_objective", "svt_threshold", "svt_sensitivity"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -96,10 +102,15 @@ class Params(pp_admm.Params):
     C_loss : float
         Clipping bound of each row's loss in the quality function (paper: 2).
     alpha : float
-        SVT threshold on the quality q (paper: 1e-3; q is a decrease of the summed objective in the paper
-        variant, of the mean one in the literal variant);
+        SVT threshold on the quality q (paper: 1e-3), on the loss scale ``alpha_scale`` names;
         ``-inf`` broadcasts every round (until c), ``+inf`` never (in params.yaml keep it finite:
         metrics.json cannot hold an infinite value).
+    alpha_scale : {"mean", "sum"}
+        The scale alpha is read on (:func:`svt_threshold`): ``mean`` (default), a decrease of the paper's
+        f_i, the agent's mean loss (Algorithm 2 line 9 and Lemma 4.2 define f_i with 1/|D_i|), so on the
+        summed objective of the paper variant the threshold is alpha |D_i|; ``sum``, a decrease of the
+        agent's summed loss (the earlier reading, kept as an ablation: there alpha is about 1 % of the
+        threshold noise's Laplace scale and changes nothing).
     svt_share : float
         Fraction of the zCDP budget spent on the SVT (our choice, see the module docstring).
     svt_sensitivity : {"paper", "per_record"}
@@ -110,6 +121,7 @@ class Params(pp_admm.Params):
     c: int = field(default=15, metadata={"ge": 1})
     C_loss: float = field(default=2.0, metadata={"gt": 0})
     alpha: float = 1e-3
+    alpha_scale: Literal["mean", "sum"] = "mean"
     svt_share: float = field(default=0.1, metadata={"gt": 0, "lt": 1})
     svt_sensitivity: Literal["paper", "per_record"] = "paper"
 
@@ -138,6 +150,19 @@ def clipped_objective(X: np.ndarray, y: np.ndarray, theta: np.ndarray, *, clip: 
     return row_weight * float(np.sum(loss)) + 0.5 * reg * float(theta @ theta)
 
 
+def svt_threshold(params: Params, *, row_weight: float, rows: int) -> float:
+    """alpha in the units of the quality an agent computes (row_weight times its summed clipped loss).
+
+    ``alpha_scale: mean``: alpha is a decrease of the mean loss, so the threshold is ``alpha row_weight
+    |D_i|`` (alpha |D_i| on the summed loss of the paper variant, alpha itself on the literal variant's mean
+    loss); ``sum``: alpha is a decrease of the summed loss, the threshold ``alpha row_weight``.
+    """
+    if rows < 1:
+        raise ValueError(f"an agent needs at least one row, got rows = {rows}")
+    per_sum = params.alpha * row_weight
+    return per_sum * rows if params.alpha_scale == "mean" else per_sum
+
+
 def svt_sensitivity(params: Params, *, row_weight: float) -> float:
     """The quality's sensitivity at an agent whose rows' losses weigh `row_weight` in the quality.
 
@@ -162,7 +187,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
     agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
     noise = pp_admm.calibrate(agent, params, budget, sigma1_from="epsilon_i1", lam_info=lam_info, agents=agents)
     sensitivity = svt_sensitivity(params, row_weight=agent.row_weight)
-    svt = SparseVector(threshold=params.alpha, c=params.c, eps1=budget.eps1, eps2=budget.eps2,
+    threshold = svt_threshold(params, row_weight=agent.row_weight, rows=agent.X.shape[0])
+    svt = SparseVector(threshold=threshold, c=params.c, eps1=budget.eps1, eps2=budget.eps2,
                        sensitivity=sensitivity, rng=agent.rng, party=agent.name, noise=params.noise)
 
     def local_step(t: int) -> Update:
@@ -221,16 +247,22 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
         f"SVT: c = {params.c}, eps1 = {budget.eps1:.6g}, eps2 = {budget.eps2:.6g}, quality sensitivity "
         f"{max(results[name]['svt_sensitivity'] for name in names):.6g} "
         f"({params.svt_sensitivity if printed else 'reconstructed'}),"
-        f" threshold alpha = {params.alpha}; svt_share = {params.svt_share} of rho_total (our split, the "
-        "paper leaves it open); the tight ledger records it as c AboveThreshold instances, "
-        f"(eps1 + eps2)^2 / (2c) = {rho_svt:.6g}")
+        f" threshold alpha = {params.alpha} on the {params.alpha_scale} loss; svt_share = {params.svt_share}"
+        " of rho_total (our split, the paper leaves it open); the tight ledger records it as c "
+        f"AboveThreshold instances, each pure (eps1 + eps2)/c = {(budget.eps1 + budget.eps2) / params.c:.6g}"
+        f"-DP (their zCDP cost (eps1 + eps2)^2 / (2c) = {rho_svt:.6g})")
     history.extra["broadcasts"] = {name: results[name]["broadcasts"] for name in names}
     if params.noise:
         # paper: at most c releases are charged (Theorem 4.1); reconstructed: all T rounds
         count = params.c if printed else params.T
         for name in names:
             history.ledger.events.extend(pp_admm.gaussian_events(name, noises[name], count=count))
-            history.ledger.events.append(ZCDPEvent(rho=rho_svt, party=name))
+            # the SVT (ppml.privacy.svt) is c AboveThreshold instances run one after another (a fresh
+            # threshold noise after each positive answer), each pure (eps1 + eps2)/c-DP whatever it answers:
+            # c pure-DP releases (fewer may run; charging c is an upper bound). rho_svt above is only their
+            # zCDP summary, which PLD cannot compose.
+            history.ledger.events.append(PureDPEvent(epsilon=(budget.eps1 + budget.eps2) / params.c,
+                                                     count=params.c, party=name))
         inputs = {"epsilon_i1": budget.epsilon_i1, "delta_i1": budget.delta_i1, "rho_i2": budget.rho_i2,
                   "c": params.c, "eps1": budget.eps1, "eps2": budget.eps2, "delta": params.delta}
         if printed:

@@ -17,7 +17,7 @@ comparison). When the Jacobian terms alone would cost more than a quarter of the
 phi brings them down to it first (:func:`ppml.algorithms._private_admm.jacobian_regularization`; our
 extension, recorded in the run).
 
-UNVERIFIED (reconstructed in ``specs/m_admm.md`` from the abstract; the paper body was not available): the
+UNVERIFIED (reconstructed in docs/specs/m_admm.md from the abstract; the paper body was not available): the
 noise scaling, the privacy constants and the default q.
 
 Threat model: honest-but-curious agents; each agent's rows are protected by its own noise.
@@ -45,8 +45,7 @@ from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES, Agent, Update, ag
 from ppml.history import History
 from ppml.network import Endpoint, Network
 from ppml.parties import Party
-from ppml.privacy import zcdp
-from ppml.privacy.events import ZCDPEvent
+from ppml.privacy.events import PureDPEvent
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "penalties",
@@ -168,7 +167,7 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
         step_eps = {name: results[name]["step_epsilons"] for name in names}
         history.extra["agents"] = {name: {"rate": rates[name], "phi": phis[name],
                                           "step_epsilons": step_eps[name]} for name in names}
-        history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(b), party=name)
+        history.ledger.events.extend(PureDPEvent(epsilon=b, party=name)
                                      for name, steps in step_eps.items() for b in steps)
         history.ledger.paper_bound = {"name": "pp_admm.pure_dp_composition",
                                       "inputs": {"step_epsilons": step_eps, "delta": params.delta}}

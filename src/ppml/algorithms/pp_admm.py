@@ -4,7 +4,7 @@ Reproduces the PP-ADMM curves of the paper's Fig. 5-7 (test error rate versus ep
 training loss per iteration) and its parameter studies (Fig. 1-2: the budget split and the gradient
 tolerance beta).
 
-``variant: paper`` (default) is Algorithm 1 as written (``specs/pp_admm_paper.md``) with eta and beta read
+``variant: paper`` (default) is Algorithm 1 as written (docs/specs/pp_admm_paper.md) with eta and beta read
 on the agent's **summed** loss, the reading under which the printed values work (DESIGN.md §8). The paper
 writes agent i's local objective as the mean loss plus a share of the regularizer,
 ``f_i(theta) = (1/|D_i|) sum_n L(y theta^T x) + (lam_hat/N) ||theta||^2 / 2``, and prints eta = 0.5 and
@@ -57,8 +57,10 @@ sigma_i1 = 2w(1 + sqrt(2 ln 1/delta_i1))/epsilon_i3, sigma_i2 = (2 beta/mu)/sqrt
 which variant ran, and its metrics say how eta and beta were read (``reading``).
 
 Ledger for the tight accountant: per agent and round, a Gaussian release of sigma_i1 on a gradient of
-sensitivity 2w (w = 1/|D_i| in the paper and literal variants), the Jacobian factor as a pure eps_J-DP term (a
-ZCDPEvent of eps_J^2/2) and the Gaussian output release. In the paper and literal variants
+sensitivity 2w (w = 1/|D_i| in the paper and literal variants), the Jacobian factor as a LossShiftEvent of
+eps_J (not a mechanism of its own: the log-ratio of the two Jacobian determinants moves the same release's
+privacy loss by at most eps_J; the accountants add eps_J to that loss, :mod:`ppml.privacy.accountants`) and
+the Gaussian output release. In the paper and literal variants
 ``eps_J = 2 ln(1 + c1 N / (|D_i| lam_hat))``, the bound line 3 rests on (lam_hat's curvature alone, the
 penalty's not credited), so that both readings hold the same ledger but for sigma_i2; in the reconstructed
 one ``eps_J = 2 ln(1 + c1 w / mu_i)``.
@@ -95,7 +97,7 @@ from ppml.network import Endpoint, Network
 from ppml.parties import Party
 from ppml.privacy import zcdp
 from ppml.privacy.bounds_pp_admm import PPBudget, pp_admm_budget
-from ppml.privacy.events import GaussianEvent, ZCDPEvent
+from ppml.privacy.events import GaussianEvent, LossShiftEvent
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "private_roles",
@@ -380,7 +382,7 @@ def perturbed_update(agent: Agent, noise: AgentNoise, *, eta: float) -> tuple[np
 def gaussian_events(name: str, noise: AgentNoise, *, count: int) -> list:
     """The ledger events of `count` rounds of lines 4-6 for agent `name` (see the module docstring)."""
     return [GaussianEvent(sigma=noise.sigma1, sensitivity=noise.sensitivity1, count=count, party=name),
-            ZCDPEvent(rho=zcdp.rho_pure(noise.jacobian_epsilon), count=count, party=name),
+            LossShiftEvent(epsilon=noise.jacobian_epsilon, count=count, party=name),
             GaussianEvent(sigma=noise.sigma2, sensitivity=noise.sensitivity2, count=count, party=name)]
 
 
@@ -416,8 +418,8 @@ def unverified_notes(params: Params, *, sigma1_from: str, lam_info: dict[str, fl
             f"sigma_i1 calibrated with {sigma1_from} as 2w(1 + sqrt(2 ln 1/delta_i1))/eps",
         ]
     notes.append("the objective perturbation is recorded as a Gaussian release (sigma_i1, sensitivity 2w) plus "
-                 "its Jacobian factor as a pure-DP term (zCDP event eps_J^2/2); the paper instead counts "
-                 "rho_i1 per step")
+                 "its Jacobian factor as a loss shift of eps_J (that release's privacy loss raised by eps_J, "
+                 "not a separate mechanism); the paper instead counts rho_i1 per step")
     return notes
 
 

@@ -18,7 +18,7 @@ weight of one row's loss, r the local l2 weight); each agent's alpha_i is calibr
 odd releases cost rho_total in zCDP, after an extra l2 weight phi where the Jacobian terms alone would cost
 more than a quarter of it (as in :mod:`~ppml.algorithms.m_admm`).
 
-UNVERIFIED (reconstructed in ``specs/r_admm.md`` from the abstracts; checked numerically there): the update
+UNVERIFIED (reconstructed in docs/specs/r_admm.md from the abstracts; checked numerically there): the update
 equations, the perturbation scaling kappa, and the privacy constants.
 
 Threat model: honest-but-curious agents; each agent's rows are protected by its own noise.
@@ -47,8 +47,7 @@ from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES, Agent, Update, ag
 from ppml.history import History
 from ppml.network import Endpoint, Network
 from ppml.parties import Party
-from ppml.privacy import zcdp
-from ppml.privacy.events import ZCDPEvent
+from ppml.privacy.events import PureDPEvent
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble",
@@ -168,7 +167,7 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
         betas = {name: results[name]["step_epsilon"] for name in names}
         history.extra["agents"] = {name: {"rate": rates[name], "phi": phis[name],
                                           "step_epsilon": betas[name]} for name in names}
-        history.ledger.events.extend(ZCDPEvent(rho=zcdp.rho_pure(betas[name]), count=odd_rounds, party=name)
+        history.ledger.events.extend(PureDPEvent(epsilon=betas[name], count=odd_rounds, party=name)
                                      for name in names)
         history.ledger.paper_bound = {"name": "pp_admm.pure_dp_composition", "inputs": {
             "step_epsilons": {name: [b] * odd_rounds for name, b in betas.items()}, "delta": params.delta}}

@@ -219,7 +219,7 @@ def align(ids: Mapping[str, np.ndarray], *, label_holder: str, method: str = "ps
 
 
 # ---------------------------------------------------------------------------------------------------------
-# one party's side, when every party runs in its own process (ppml.data.party_prepare)
+# one party's side, when every party runs in its own process (ppml.launch.prepare)
 
 
 def align_as_holder(endpoint: Endpoint, ids: np.ndarray, others: list[str], *, method: str = "psi"

@@ -12,12 +12,15 @@ Data that may not be redistributed (the IPUMS extracts of PP-ADMM [1]_) is suppl
 file under ``data/user/`` (``source: user``): it is copied, the same way, to :data:`USER_FILE` and its
 sha256 recorded, so that a changed file is seen downstream.
 
-``status.json`` is the record downstream stages read. It holds no timestamps, so the same inputs give the
-same bytes (DVC hashes outputs)::
+``status.json`` is the record downstream stages read. It holds nothing that depends on the machine or the
+moment (no timestamps, no mirror path, no origin of the bytes, no network error text), so the same dataset
+gives the same bytes everywhere (DVC hashes outputs); where each file came from, or where it was looked for
+and why that failed, goes to the log::
 
-    {"dataset": "a9a", "available": true, "synthetic": false, "source": "mirror",
+    {"dataset": "a9a", "available": true, "synthetic": false, "source": "registry",
      "files": {"a9a": "<sha256>", "a9a.t": "<sha256>"}}
-    {"dataset": "gisette", "available": false, "synthetic": false, "reason": "..."}
+    {"dataset": "gisette", "available": false, "synthetic": false,
+     "reason": "not in the mirror and not downloadable here: gisette_train.data, ..."}
     {"dataset": "tiny", "available": true, "synthetic": true, "source": "synthetic", "files": {}}
     {"dataset": "ipums_us", "available": true, "synthetic": false, "source": "user",
      "path": "data/user/ipums_us.csv", "files": {"user.csv": "<sha256>"}}
@@ -46,6 +49,9 @@ from ppml.io import atomic_path, read_json, write_json
 log = logging.getLogger(__name__)
 
 STATUS_FILE = "status.json"
+#: Why an optional dataset is unavailable, as ``status.json`` says it (followed by the missing files' names):
+#: fixed text, so that the status does not depend on the mirror's path or on the network's error message.
+UNAVAILABLE = "not in the mirror and not downloadable here"
 #: Values of ``datasets.<key>.source`` in params.yaml: files from the registry, data the prepare stage
 #: generates itself (nothing to download), or a CSV file the user supplies.
 SOURCES = ("registry", "synthetic", "user")
@@ -108,9 +114,10 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
     Returns
     -------
     dict
-        The status written to ``status.json``. ``source`` is where the files came from: ``"mirror"``,
-        ``"url"``, ``"present"`` (already in `out_dir` and verified) or a ``+``-joined combination; ``"user"``
-        for a user's file, whose ``path`` is recorded too.
+        The status written to ``status.json``. ``source`` is the kind of dataset (`source`); whether the
+        registry's files came from the mirror, their URL or were already in `out_dir` is only logged. An
+        unavailable dataset's ``reason`` is :data:`UNAVAILABLE` and the missing files' names; a user's file
+        has its ``path`` recorded too.
 
     Raises
     ------
@@ -170,15 +177,16 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
         if required:
             raise DataUnavailableError(_how_to_supply(dataset, missing, reason=str(exc))) from None
         status = {"dataset": key, "available": False, "synthetic": False,
-                  "reason": f"{exc}; missing: {', '.join(f.name for f in missing)}"}
+                  "reason": f"{UNAVAILABLE}: {', '.join(f.name for f in missing)}"}
         write_json(status_path, status)
-        log.warning("%s: optional dataset unavailable: %s", key, status["reason"])
+        log.warning("%s: optional dataset unavailable (%s): %s", key, exc, status["reason"])
         return status
     except BaseException:
         _remove(written, created_dirs)
         raise
-    status = {"dataset": key, "available": True, "synthetic": False,
-              "source": "+".join(sorted(set(origins.values()))),
+    log.info("%s: all %d files verified (from %s)", key, len(origins),
+             "+".join(sorted(set(origins.values()))))
+    status = {"dataset": key, "available": True, "synthetic": False, "source": "registry",
               "files": {f.name: f.sha256 for f in dataset.files}}
     write_json(status_path, status)
     return status

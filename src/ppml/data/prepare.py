@@ -80,7 +80,8 @@ from ppml.io import save_party, write_json
 from ppml.network import Network
 from ppml.parties import Party
 
-__all__ = ["DatasetParams", "NormalizationError", "READERS", "dataset_params", "prepare_dataset"]
+__all__ = ["DatasetParams", "NormalizationError", "READERS", "dataset_params", "prepare_dataset",
+           "check_normalized", "write_shard", "staging_dir", "remove_stale_staging"]
 
 log = logging.getLogger(__name__)
 
@@ -491,7 +492,7 @@ def prepare_dataset(key: str, params: DatasetParams, raw_dir: str | Path, out_di
         the data, or ids that cannot be aligned (:class:`ppml.data.align.AlignmentError`).
     """
     raw_dir = Path(raw_dir)
-    _remove_stale_staging(out_dir)
+    remove_stale_staging(out_dir)
     status = read_status(raw_dir)
     manifest: dict[str, Any] = {"dataset": key, "available": status["available"]}
     if not status["available"]:
@@ -501,7 +502,7 @@ def prepare_dataset(key: str, params: DatasetParams, raw_dir: str | Path, out_di
                                   f"unavailable: {reason}")
         log.warning("%s: unavailable (%s); writing a manifest that says so", key, reason)
         manifest.update(reason=reason, params=flat_fields(params))
-        with _staging_dir(out_dir) as staging:
+        with staging_dir(out_dir) as staging:
             write_json(staging / MANIFEST, manifest)
         return manifest
 
@@ -512,7 +513,7 @@ def prepare_dataset(key: str, params: DatasetParams, raw_dir: str | Path, out_di
                     source={"source": params.source, "reader": params.reader, "rows": int(table.X.shape[0]),
                             "columns": int(table.X.shape[1]), **table.info})
     prepare = _prepare_vertical if params.partition == "vertical" else _prepare_horizontal
-    with _staging_dir(out_dir) as staging:
+    with staging_dir(out_dir) as staging:
         try:
             manifest.update(prepare(table, params, staging, rng=dealing_rng))
         except NormalizationError as exc:
@@ -562,15 +563,15 @@ def _prepare_vertical(table: Table, params: DatasetParams, staging: Path, *,
                 f"already, but column {columns[exc.column]!r} holds {exc.value:g}, beyond {ZSCORE_BOUND:.0f} "
                 "(no z-score over a feasible number of rows is that large): these data are not z-scored; "
                 "choose normalize: zscore_block_rows, or scale the file") from None
-        _check_normalized(params.normalize, raw_train, X_train, alignment.ids[~test], columns,
-                          party=holding.name, train=True)
-        _check_normalized(params.normalize, raw_test, X_test, alignment.ids[test], columns,
-                          party=holding.name, train=False)
+        check_normalized(params.normalize, raw_train, X_train, alignment.ids[~test], columns,
+                         party=holding.name, train=True)
+        check_normalized(params.normalize, raw_test, X_test, alignment.ids[test], columns,
+                         party=holding.name, train=False)
         labels = table.y[rows] if holding.name == params.label_holder else None
         party = Party(name=holding.name, columns=table.columns[holding.columns], ids=alignment.ids[~test],
                       X=X_train, y=None if labels is None else labels[~test], test_ids=alignment.ids[test],
                       X_test=X_test, y_test=None if labels is None else labels[test])
-        entries.append(_write(staging, party, rows_before=len(holding.ids), rows_after=len(rows)))
+        entries.append(write_shard(staging, party, rows_before=len(holding.ids), rows_after=len(rows)))
     traffic = network.summary()
     return {
         "parties": entries,
@@ -590,10 +591,10 @@ def _prepare_horizontal(table: Table, params: DatasetParams, staging: Path, *,
     train_rows = np.concatenate(agent_rows)
     X_train, X_test = HORIZONTAL[params.normalize](table.X[train_rows], table.X[test_rows])
     pooled = "+".join(params.parties)  # the training rows are normalized together
-    _check_normalized(params.normalize, table.X[train_rows], X_train, table.ids[train_rows], table.columns,
-                      party=pooled, train=True)
-    _check_normalized(params.normalize, table.X[test_rows], X_test, table.ids[test_rows], table.columns,
-                      party=EVALUATOR, train=False)
+    check_normalized(params.normalize, table.X[train_rows], X_train, table.ids[train_rows], table.columns,
+                     party=pooled, train=True)
+    check_normalized(params.normalize, table.X[test_rows], X_test, table.ids[test_rows], table.columns,
+                     party=EVALUATOR, train=False)
     # X_train holds the agents' rows one after the other; agent k's are rows starts[k]:ends[k].
     ends = np.cumsum([len(rows) for rows in agent_rows])
     starts = ends - [len(rows) for rows in agent_rows]
@@ -601,12 +602,12 @@ def _prepare_horizontal(table: Table, params: DatasetParams, staging: Path, *,
     for name, rows, start, end in zip(params.parties, agent_rows, starts, ends):
         party = Party(name=name, columns=table.columns, ids=table.ids[rows], X=X_train[start:end],
                       y=table.y[rows])
-        entries.append(_write(staging, party, rows_before=len(rows), rows_after=len(rows)))
+        entries.append(write_shard(staging, party, rows_before=len(rows), rows_after=len(rows)))
     evaluator = Party(name=EVALUATOR, columns=table.columns, ids=table.ids[test_rows], X=X_test,
                       y=table.y[test_rows])
     return {
         "parties": entries,
-        "evaluator": _write(staging, evaluator, rows_before=len(test_rows), rows_after=len(test_rows)),
+        "evaluator": write_shard(staging, evaluator, rows_before=len(test_rows), rows_after=len(test_rows)),
         "alignment": {"method": "none", "reason": "horizontal data: the agents hold different entities"},
         "split": {"method": "random rows", "train": int(len(train_rows)), "test": int(len(test_rows))},
     }
@@ -616,8 +617,8 @@ class NormalizationError(ValueError):
     """Normalization produced a non-finite value, or zeroed a row or column that was not zero."""
 
 
-def _check_normalized(method: str, before: Any, after: Any, ids: np.ndarray, columns: tuple[str, ...], *,
-                      party: str, train: bool) -> None:
+def check_normalized(method: str, before: Any, after: Any, ids: np.ndarray, columns: tuple[str, ...], *,
+                     party: str, train: bool) -> None:
     """Refuse a normalized block with a defect (:func:`ppml.data.normalize.collapse`), naming the
     party and the row id or column (:func:`prepare_dataset` adds the dataset)."""
     defect = collapse(before, after, train=train)
@@ -634,7 +635,7 @@ def _check_normalized(method: str, before: Any, after: Any, ids: np.ndarray, col
                              f"check the raw data for extreme values")
 
 
-def _write(staging: Path, party: Party, *, rows_before: int, rows_after: int) -> dict[str, Any]:
+def write_shard(staging: Path, party: Party, *, rows_before: int, rows_after: int) -> dict[str, Any]:
     """Save `party` as ``<name>.npz``; return its manifest entry."""
     file = f"{party.name}.npz"
     save_party(staging / file, party)
@@ -654,11 +655,11 @@ def _seed_of(rng: np.random.Generator) -> Any:
 
 
 def _staging_pattern(out_dir: Path) -> re.Pattern[str]:
-    """Names :func:`_staging_dir` gives its directories for `out_dir` (tempfile's 8 random characters)."""
+    """Names :func:`staging_dir` gives its directories for `out_dir` (tempfile's 8 random characters)."""
     return re.compile(rf"\.{re.escape(out_dir.name)}\.[a-z0-9_]{{8}}\.tmp")
 
 
-def _remove_stale_staging(out_dir: str | Path) -> None:
+def remove_stale_staging(out_dir: str | Path) -> None:
     """Remove staging directories of `out_dir` left by a killed run (a run that ends removes its own).
 
     Only directories named by :func:`_staging_pattern` for this very output directory are touched. DVC
@@ -675,7 +676,7 @@ def _remove_stale_staging(out_dir: str | Path) -> None:
 
 
 @contextmanager
-def _staging_dir(out_dir: str | Path) -> Iterator[Path]:
+def staging_dir(out_dir: str | Path) -> Iterator[Path]:
     """A temporary directory beside `out_dir` that replaces it only if the block succeeds."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

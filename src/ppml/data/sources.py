@@ -1,6 +1,6 @@
 """The dataset registry: which files make up each dataset, where they come from, and their sha256.
 
-Every entry is taken from the PROVENANCE.md files of the verified copies (``../shared/datasets``): the
+Every entry is taken from the PROVENANCE.md files of the verified copies (the CI's ``DATA_MIRROR``): the
 original URL, the uncompressed size in bytes and the sha256 of the uncompressed bytes, which the download
 stage checks for every file, whether it comes from a mirror or from the URL. Names are paths relative to the
 dataset's directory, both under ``data/raw/<dataset>/`` and under a mirror's ``<mirror>/<dataset>/`` (a

@@ -10,13 +10,14 @@
 - :mod:`~ppml.network.peer`: one party's side of a network whose peers are other processes: per-sender order
   and bounds on what is held.
 - :mod:`~ppml.network.tls` and :mod:`~ppml.network.peers`: certificates and the peers file.
-- :mod:`~ppml.network.links`: the bytes between two parties over one mutually authenticated connection (TLS
-  sockets or a gRPC stream).
-- Launchers: :mod:`~ppml.network.ray_launcher` (``transport: ray``), :mod:`~ppml.network.party` (one party of
-  ``transport: grpc``, ``python -m ppml.party``) and :mod:`~ppml.network.local` (every party of a grpc run
-  as a process on this machine).
+- :mod:`~ppml.network.links`: the bytes between two parties over one mutually authenticated connection, moved
+  by a carrier that registers itself with it when imported: :mod:`~ppml.network.tls_links` (TLS sockets) or
+  :mod:`~ppml.network.grpc_links` (a gRPC stream).
 
-Importing this package loads the codec and the in-process network only; gRPC and Ray load with their layers.
+No module here imports a ppml module outside this package but :mod:`ppml.config` (its ``ParamError``, for a
+bad peers file); the launchers that start parties over these layers are above the algorithms, in
+:mod:`ppml.launch`. Importing this package loads the codec and the in-process network only; the carriers
+load when a launcher imports them (gRPC itself when a gRPC link opens).
 """
 
 from ppml.network.codec import MAX_DEPTH, decode, encode, register_wire_type

@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
 from ppml.network.errors import ProtocolError
-from ppml.network.links import CLOSE_TIMEOUT, MAX_FRAME, Link, Links, _cut
-from ppml.network.tls_links import _context, accept_presented, presented_by, refused_listener
+from ppml.network.links import CLOSE_TIMEOUT, MAX_FRAME, Link, Links, register_carrier, shorten
+from ppml.network.tls_links import presented_by, refused_listener, tls_context
 
 __all__ = ["GrpcLinks"]
 
@@ -81,7 +81,6 @@ class GrpcLinks(Links):
         import grpc
 
         self._grpc = grpc
-        self._presented: dict[str, dict[str, Any]] = {}
         slots = len(self._dial) + len(self._accept) + 4
         self._server = grpc.server(ThreadPoolExecutor(max_workers=slots, thread_name_prefix=f"link-{self.me}"),
                                    options=_options(), maximum_concurrent_rpcs=slots)
@@ -121,7 +120,7 @@ class GrpcLinks(Links):
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # the listener answered over an authenticated link
                     break
-                last = _cut(f"{exc.code().name}: {exc.details()}")
+                last = shorten(f"{exc.code().name}: {exc.details()}")
                 details = (exc.details() or "").lower()
                 # a listener that closed the connection during the handshake (at its descriptor limit, or
                 # holding too many connections) is tried again; a refusal is final
@@ -136,9 +135,9 @@ class GrpcLinks(Links):
                 raise ProtocolError(f"{self.me!r} could not reach {peer!r} at {address} within "
                                     f"{self._connect_timeout:g} s ({last})")
             time.sleep(0.05)
-        context = _context(self._credentials, server=False, ca=self._credentials.ca_of(peer), alpn=["h2"])
+        context = tls_context(self._credentials, server=False, ca=self._credentials.ca_of(peer), alpn=["h2"])
         try:
-            accept_presented(self, peer, presented_by(address, identity, context=context))
+            self.accept_certificate(peer, presented_by(address, identity, context=context))
             link = self._register(_GrpcLink(peer, self._hello()))
         except ProtocolError:
             channel.close()
@@ -155,7 +154,7 @@ class GrpcLinks(Links):
                  for v in auth.get(key, ())]
         try:
             peer = self._identify(names)
-            accept_presented(self, peer, b"".join(auth.get("x509_pem_cert", ())))
+            self.accept_certificate(peer, b"".join(auth.get("x509_pem_cert", ())))
             link = self._register(_GrpcLink(peer, self._hello()))
         except ProtocolError as exc:
             context.abort(self._grpc.StatusCode.PERMISSION_DENIED, str(exc))
@@ -163,7 +162,5 @@ class GrpcLinks(Links):
                          daemon=True).start()
         yield from link.frames()
 
-    def describe(self) -> dict[str, Any]:
-        """This party's identity, address and carrier, and what each peer's certificate presented (identity,
-        issuer, sha256 fingerprint), for comm.json."""
-        return {**super().describe(), "presented": {p: dict(v) for p, v in sorted(self._presented.items())}}
+
+register_carrier(GrpcLinks.carrier, GrpcLinks)

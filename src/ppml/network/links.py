@@ -19,10 +19,13 @@ block on a receive (:meth:`Links.flush`, called by :class:`~ppml.network.peer.Pe
 receive) or the batch reaches :data:`BATCH_BYTES`.
 
 Two carriers move the frames, chosen by ``links`` (:data:`CARRIERS`): ``tls`` (the default), the standard
-library's TLS over a TCP socket with length-prefixed frames, and ``grpc``, a gRPC bidirectional stream over
-mutual TLS (:mod:`ppml.network.grpc_links`; what FATE, Flower and RayFed use between parties). Both meet the
-same contract; bench/transport.py measures both (gRPC's per-message cost in Python is several times the
-socket's, docs/performance.md). Who reads: on ``tls`` the party's program itself, whenever it waits (for a
+library's TLS over a TCP socket with length-prefixed frames (:mod:`ppml.network.tls_links`), and ``grpc``, a
+gRPC bidirectional stream over mutual TLS (:mod:`ppml.network.grpc_links`; what FATE, Flower and RayFed use
+between parties). This module imports neither: each registers itself here when it is imported
+(:func:`register_carrier`), and whoever opens links (a launcher) imports the carriers it may choose;
+:func:`make_links` names a carrier that was never registered. Both meet the same contract;
+bench/transport.py measures both (gRPC's per-message cost in Python is several times the socket's,
+docs/performance.md). Who reads: on ``tls`` the party's program itself, whenever it waits (for a
 message, for room to send, or for its peers' bye: :attr:`Links.direct`), so a message reaches it without a
 hand-over between threads; gRPC's streams are read by a thread per link.
 
@@ -41,17 +44,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ppml.network.codec import decode, encode
 from ppml.network.endpoint import CARRIERS
 from ppml.network.errors import ProtocolError, WireError
 from ppml.network.peer import HELD_BYTES, PeerNetwork, pump_until
-from ppml.network.tls import Credentials
+from ppml.network.tls import Credentials, check_presented
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Links", "make_links", "run_program", "CARRIERS", "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES"]
+__all__ = ["Links", "make_links", "register_carrier", "carrier_links", "run_program", "CARRIERS",
+           "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES", "shorten"]
 
 CONNECT_TIMEOUT = 60.0
 """Seconds to open every link of a run (a peer on the same network answers within a second)."""
@@ -79,7 +83,7 @@ _DIAL_GRACE = 2.0
 """Seconds past the connect deadline that a dialing thread gets to report why it did not link."""
 
 
-def _cut(text: str, limit: int = MAX_REASON) -> str:
+def shorten(text: str, limit: int = MAX_REASON) -> str:
     """`text` on one line, at most `limit` characters (what a peer or the operating system says)."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[:limit - 3] + "..."
@@ -97,7 +101,7 @@ class Refusals:
         self.count = 0
 
     def append(self, why: str) -> None:
-        why = _cut(why)
+        why = shorten(why)
         with self._lock:
             self.count += 1
             if why not in self._reasons and len(self._reasons) < self.KEPT:
@@ -160,8 +164,8 @@ class Links:
     connect_timeout : float, optional
         Seconds :meth:`connect` may take.
     facts : dict of str to scalar, optional
-        The public facts of this party's prepared data that every party shares (see
-        :func:`ppml.network.party.data_facts`): carried by the hello and compared field by field, so that a
+        The public facts of this party's prepared data that every party shares (a launcher's, see
+        :func:`ppml.launch.party.data_facts`): carried by the hello and compared field by field, so that a
         peer whose data differ is named with the differing facts. None: no facts (nothing to compare).
     """
 
@@ -190,6 +194,7 @@ class Links:
         self._dialing: dict[str, str | None] = {}  # per peer dialed by connect: None while dialing, then its error or ""
         self._closed = False
         self._never = threading.Event()  # waited on for a pause that reads the links meanwhile
+        self._presented: dict[str, dict[str, Any]] = {}  # per peer: what its accepted certificate presented
         self.address = self._listen(listen)
         if self.direct:
             network.attach(self.post, self.flush, self._pump, self._wake)
@@ -272,9 +277,9 @@ class Links:
         try:
             self._open(peer, address, deadline)
         except ProtocolError as exc:
-            error = _cut(str(exc), 3 * MAX_REASON)
+            error = shorten(str(exc), 3 * MAX_REASON)
         except Exception as exc:  # noqa: BLE001 - the carrier's failure, named by connect
-            error = _cut(f"{self.me!r} could not link to {peer!r} at {address} ({_carrier_error(exc)})",
+            error = shorten(f"{self.me!r} could not link to {peer!r} at {address} ({_carrier_error(exc)})",
                          3 * MAX_REASON)
         self._dialing[peer] = error
         if error and self.direct:
@@ -310,6 +315,39 @@ class Links:
             raise ProtocolError(why)
         return peer
 
+    # -- who a peer is: what a carrier's handshake checks ---------------------------------------------------
+
+    def identity_of(self, peer: str) -> str:
+        """The name `peer`'s certificate must speak as."""
+        return self._identities[peer]
+
+    def ca_of(self, peer: str) -> bytes:
+        """The CA certificate(s) (PEM) this party trusts for `peer`, and for no other peer."""
+        return self._credentials.ca_of(peer)
+
+    def accept_certificate(self, peer: str, certificate: bytes | None) -> None:
+        """Accept `certificate` (DER or PEM), presented in a handshake, as `peer`'s: signed by the CA this
+        party trusts for `peer`, speaking as `peer`'s identity and, where pinned, with its fingerprint
+        (:func:`~ppml.network.tls.check_presented`). What it presented is kept for :meth:`describe`.
+
+        Raises
+        ------
+        ProtocolError
+            Naming the peer, the issuer presented and the one expected; also kept among the refusals that a
+            listener reports when a peer does not link.
+        """
+        try:
+            if not certificate:
+                raise ValueError(f"{self.me!r} refused {peer!r}: it presented no certificate")
+            credentials = self._credentials
+            presented = check_presented(certificate, peer, self._identities[peer], credentials.ca_of(peer),
+                                        credentials.pins.get(peer), self.me)
+        except ValueError as exc:
+            self._refused.append(str(exc))
+            log.warning("%s", exc)
+            raise ProtocolError(str(exc)) from None
+        self._presented[peer] = presented
+
     def _hello(self) -> bytes:
         return encode(("hello", self._session, self._facts))[0]
 
@@ -317,12 +355,12 @@ class Links:
         """Refuse a hello from another run, or from a peer whose prepared data differ from this party's."""
         if session != self._session:
             raise ProtocolError(f"{link.peer!r} is in another run or has other parameters (its session "
-                                f"{_cut(str(session), 80)!r}, this party's {self._session!r})")
+                                f"{shorten(str(session), 80)!r}, this party's {self._session!r})")
         theirs = _check_facts(facts, f"{link.peer!r}'s hello", WireError)
         keys = list(self._facts) + [k for k in theirs if k not in self._facts]
         differ = [k for k in keys if self._facts.get(k) != theirs.get(k)]
         if differ:
-            shown = ", ".join(f"{k}: {_cut(repr(self._facts.get(k)), 60)} here, {_cut(repr(theirs.get(k)), 60)} "
+            shown = ", ".join(f"{k}: {shorten(repr(self._facts.get(k)), 60)} here, {shorten(repr(theirs.get(k)), 60)} "
                               "there" for k in differ[:4])
             more = f" (and {len(differ) - 4} more)" if len(differ) > 4 else ""
             raise ProtocolError(f"{link.peer!r} is in another run: its data differ in {shown}{more}")
@@ -366,7 +404,7 @@ class Links:
             self._check_hello(link, frame[1], frame[2])
             link.hello.set()
         elif kind == "refused" and len(frame) == 2 and isinstance(frame[1], str):
-            raise ProtocolError(f"{link.peer!r} refused the link: {_cut(frame[1], 500)}")
+            raise ProtocolError(f"{link.peer!r} refused the link: {shorten(frame[1], 500)}")
         elif not link.hello.is_set():
             raise WireError(f"{link.peer!r} sent a {kind!r} frame before its hello")
         elif kind == "m" and len(frame) == 2 and isinstance(frame[1], list):
@@ -377,7 +415,7 @@ class Links:
         elif kind == "bye" and len(frame) == 1:
             link.bye.set()
         elif kind == "abort" and len(frame) == 2 and isinstance(frame[1], str):
-            link.error = f"{link.peer!r} stopped ({_cut(frame[1], 500)})"
+            link.error = f"{link.peer!r} stopped ({shorten(frame[1], 500)})"
             self._network.abort(link.error)
             link.bye.set()
         else:
@@ -386,7 +424,7 @@ class Links:
     def _broken(self, link: Link, why: str) -> None:
         if link.error is None:
             own = why.startswith((f"{link.peer!r} refused", f"{link.peer!r} is in another run"))
-            link.error = why if own else f"the link to {link.peer!r} broke ({_cut(why, 3 * MAX_REASON)})"
+            link.error = why if own else f"the link to {link.peer!r} broke ({shorten(why, 3 * MAX_REASON)})"
         self._network.abort(link.error)
 
     def post(self, dst: str, tag: str, seq: int, data: bytes) -> None:
@@ -461,16 +499,18 @@ class Links:
             raise ProtocolError(problem)
 
     def describe(self) -> dict[str, Any]:
-        """This party's identity, address and carrier, for comm.json."""
-        return {"identity": self._credentials.name, "address": self.address, "links": self.carrier}
+        """This party's identity, address and carrier, and what each peer's certificate presented (identity,
+        issuer, sha256 fingerprint: :meth:`accept_certificate`), for comm.json."""
+        return {"identity": self._credentials.name, "address": self.address, "links": self.carrier,
+                "presented": {p: dict(v) for p, v in sorted(self._presented.items())}}
 
 
 def _carrier_error(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     if callable(code):  # a gRPC status
         details = exc.details() if hasattr(exc, "details") else ""
-        return _cut(f"{getattr(code(), 'name', 'error')}: {details or 'the stream ended abruptly'}")
-    return _cut(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
+        return shorten(f"{getattr(code(), 'name', 'error')}: {details or 'the stream ended abruptly'}")
+    return shorten(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
 
 
 def _check_facts(facts: Any, what: str, error: type[Exception]) -> dict[str, Any]:
@@ -482,22 +522,55 @@ def _check_facts(facts: Any, what: str, error: type[Exception]) -> dict[str, Any
         if not (isinstance(key, str) and len(key) <= MAX_REASON and (
                 value is None or isinstance(value, (bool, int, float))
                 or (isinstance(value, str) and len(value) <= MAX_REASON))):
-            raise error(f"{what}: data fact {_cut(repr(key), 60)} is not a short name with a scalar value")
+            raise error(f"{what}: data fact {shorten(repr(key), 60)} is not a short name with a scalar value")
     return dict(facts)
+
+
+_REGISTERED: dict[str, Callable[..., Links]] = {}
+"""The carriers registered so far (:func:`register_carrier`): name -> the :class:`Links` subclass of each."""
+
+
+def register_carrier(name: str, factory: Callable[..., Links]) -> None:
+    """Make carrier `name` (one of :data:`CARRIERS`) available to :func:`make_links`: its module calls this
+    when it is imported. `factory` takes :class:`Links`' arguments (its subclass for the carrier).
+
+    Raises
+    ------
+    ValueError
+        When `name` is not one of :data:`CARRIERS`, or is registered already with another factory.
+    """
+    if name not in CARRIERS:
+        raise ValueError(f"cannot register carrier {name!r}: links must be one of {list(CARRIERS)}")
+    known = _REGISTERED.get(name)
+    if known is not None and known is not factory:
+        raise ValueError(f"carrier {name!r} is registered already ({known.__module__}.{known.__qualname__})")
+    _REGISTERED[name] = factory
+
+
+def carrier_links(name: str) -> Callable[..., Links]:
+    """The factory (:class:`Links` subclass) registered for carrier `name`.
+
+    Raises
+    ------
+    ValueError
+        When `name` is not one of :data:`CARRIERS`.
+    LookupError
+        When no module registered `name` (its module was never imported), naming the carriers that are.
+    """
+    if name not in CARRIERS:
+        raise ValueError(f"links must be one of {list(CARRIERS)}, got {name!r}")
+    factory = _REGISTERED.get(name)
+    if factory is None:
+        registered = ", ".join(sorted(_REGISTERED)) or "none"
+        raise LookupError(f"carrier {name!r} is not registered (registered: {registered}): the module that "
+                          "provides it registers it when imported, so whoever opens links imports it first")
+    return factory
 
 
 def make_links(carrier: str, network: PeerNetwork, credentials: Credentials, identities: dict[str, str], **kwargs
                ) -> Links:
-    """Links of `carrier` (:data:`CARRIERS`)."""
-    if carrier == "tls":
-        from ppml.network.tls_links import TlsLinks
-
-        return TlsLinks(network, credentials, identities, **kwargs)
-    if carrier == "grpc":
-        from ppml.network.grpc_links import GrpcLinks
-
-        return GrpcLinks(network, credentials, identities, **kwargs)
-    raise ValueError(f"links must be one of {list(CARRIERS)}, got {carrier!r}")
+    """Links of `carrier` (:data:`CARRIERS`; its module must have been imported: :func:`carrier_links`)."""
+    return carrier_links(carrier)(network, credentials, identities, **kwargs)
 
 
 def run_program(links: Links, program: Any, party: Any, kwargs: dict[str, Any], *, timeout: float

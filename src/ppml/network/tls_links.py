@@ -35,12 +35,12 @@ from typing import Any
 
 from ppml.network.codec import encode
 from ppml.network.errors import ProtocolError, WireError
-from ppml.network.links import MAX_FRAME, Link, Links, _cut
-from ppml.network.tls import Credentials, check_presented, issuer_of, subjects
+from ppml.network.links import MAX_FRAME, Link, Links, register_carrier, shorten
+from ppml.network.tls import Credentials, issuer_of, subjects
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TlsLinks", "accept_presented", "presented_by", "refused_listener"]
+__all__ = ["TlsLinks", "presented_by", "refused_listener", "tls_context"]
 
 _LEN = struct.Struct("<Q")
 _CHUNK = 2**16
@@ -62,8 +62,8 @@ LOG_EVERY = 5.0
 _SCARCE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
-def _context(credentials: Credentials, server: bool, ca: bytes | None = None, alpn: list[str] | None = None
-             ) -> ssl.SSLContext:
+def tls_context(credentials: Credentials, server: bool, ca: bytes | None = None, alpn: list[str] | None = None
+                ) -> ssl.SSLContext:
     """A TLS context presenting this party's certificate and verifying the other side's against `ca` (by
     default every CA this party trusts)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
@@ -80,22 +80,6 @@ def _context(credentials: Credentials, server: bool, ca: bytes | None = None, al
             f.write(credentials.certificate + b"\n" + credentials.key)
         context.load_cert_chain(path)
     return context
-
-
-def accept_presented(links: Links, peer: str, certificate: bytes | None) -> None:
-    """Accept `certificate` (DER or PEM) as `peer`'s, recording what it presented in ``links._presented``, or
-    raise a ProtocolError naming the peer, the presented issuer and the expected one (also kept among the
-    refusals a listener reports)."""
-    credentials = links._credentials
-    try:
-        if not certificate:
-            raise ValueError(f"{links.me!r} refused {peer!r}: it presented no certificate")
-        links._presented[peer] = check_presented(certificate, peer, links._identities[peer],
-                                                 credentials.ca_of(peer), credentials.pins.get(peer), links.me)
-    except ValueError as exc:
-        links._refused.append(str(exc))
-        log.warning("%s", exc)
-        raise ProtocolError(str(exc)) from None
 
 
 def presented_by(address: str, identity: str, alpn: list[str] | None = None,
@@ -121,10 +105,10 @@ def presented_by(address: str, identity: str, alpn: list[str] | None = None,
 def refused_listener(links: Links, peer: str, address: str, why: Any, alpn: list[str] | None = None) -> str:
     """Why a dialer's handshake with `peer` at `address` failed: the peer, the issuer it presented (read by an
     unverified handshake) and the CA expected, and the TLS library's reason."""
-    identity = links._identities[peer]
+    identity = links.identity_of(peer)
     presented = presented_by(address, identity, alpn)
     issuer = "an unreadable certificate" if presented is None else f"a certificate issued by {issuer_of(presented)!r}"
-    expected = " or ".join(repr(s) for s in subjects(links._credentials.ca_of(peer)))
+    expected = " or ".join(repr(s) for s in subjects(links.ca_of(peer)))
     return (f"{links.me!r} could not open an authenticated link to {peer!r} at {address} (its certificate must "
             f"speak as {identity!r} and be signed by a CA this party trusts for it, and this party's by one it "
             f"trusts): it presented {issuer}, expected one issued by {expected}: {why}")
@@ -271,10 +255,9 @@ class TlsLinks(Links):
 
     def _listen(self, listen: str) -> str:
         host, _, port = listen.rpartition(":")
-        self._server_context = _context(self._credentials, server=True)  # every CA trusted: then per peer
-        self._client_contexts = {peer: _context(self._credentials, server=False, ca=self._credentials.ca_of(peer))
+        self._server_context = tls_context(self._credentials, server=True)  # every CA trusted: then per peer
+        self._client_contexts = {peer: tls_context(self._credentials, server=False, ca=self._credentials.ca_of(peer))
                                  for peer in self._dial}
-        self._presented: dict[str, dict[str, Any]] = {}
         try:
             self._socket = socket.create_server((host.strip("[]"), int(port)), backlog=64)
         except OSError as exc:
@@ -460,7 +443,7 @@ class TlsLinks(Links):
             return
         since = f" ({last[1]} more like it in the last {now - last[0]:.0f} s)" if last[1] else ""
         last[0], last[1] = now, 0
-        log.warning("%s%s", _cut(message), since)
+        log.warning("%s%s", shorten(message), since)
 
     def _welcome(self, raw: socket.socket) -> None:
         """A dialer: after a verified handshake, linked if its certificate speaks as a peer expected to dial."""
@@ -474,7 +457,7 @@ class TlsLinks(Links):
             return
         try:
             peer = self._identify(_names(sock.getpeercert() or {}))
-            accept_presented(self, peer, sock.getpeercert(binary_form=True))
+            self.accept_certificate(peer, sock.getpeercert(binary_form=True))
             link = self._register(_TlsLink(peer, sock, self))
         except ProtocolError as exc:
             _refuse(sock, str(exc))
@@ -493,7 +476,7 @@ class TlsLinks(Links):
             try:
                 raw = socket.create_connection((host.strip("[]"), int(port)), timeout=max(0.05, min(5.0, left)))
             except OSError as exc:
-                last = _cut(exc.strerror or type(exc).__name__, 200)
+                last = shorten(exc.strerror or type(exc).__name__, 200)
             else:
                 sock = self._handshake(raw, peer, address, identity)
                 if sock is not None:
@@ -506,7 +489,7 @@ class TlsLinks(Links):
                                     f"{self._connect_timeout:g} s ({last})")
             time.sleep(0.05)
         try:
-            accept_presented(self, peer, sock.getpeercert(binary_form=True))
+            self.accept_certificate(peer, sock.getpeercert(binary_form=True))
         except ProtocolError as exc:
             _refuse(sock, str(exc))  # the listener is told, as a dialer would be
             raise
@@ -517,11 +500,6 @@ class TlsLinks(Links):
             sock.close()
             raise
         link.open(self._hello())
-
-    def describe(self) -> dict[str, Any]:
-        """This party's identity, address and carrier, and what each peer's certificate presented (identity,
-        issuer, sha256 fingerprint), for comm.json."""
-        return {**super().describe(), "presented": {p: dict(v) for p, v in sorted(self._presented.items())}}
 
     def _handshake(self, raw: socket.socket, peer: str, address: str, identity: str) -> ssl.SSLSocket | None:
         """The TLS connection over `raw` to `peer`; None when the listener closed it during the handshake (to
@@ -535,7 +513,7 @@ class TlsLinks(Links):
             return None
         except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
             raw.close()
-            raise ProtocolError(refused_listener(self, peer, address, _cut(str(exc)))) from None
+            raise ProtocolError(refused_listener(self, peer, address, shorten(str(exc)))) from None
 
 
 def _refuse(sock: ssl.SSLSocket, why: str) -> None:
@@ -553,3 +531,6 @@ def _refuse(sock: ssl.SSLSocket, why: str) -> None:
         pass
     finally:
         sock.close()
+
+
+register_carrier(TlsLinks.carrier, TlsLinks)

@@ -15,7 +15,7 @@ plus **c** releases, ``rho'_i = rho'_1 + c (rho_i1 + rho_i2)``. The earlier reco
 rounds plus ``(eps1 + eps2)^2 / (2c)``; it stays as :func:`theorem_4_1_reconstructed` for
 ``variant: reconstructed`` runs.
 
-Theorems 3.1, 3.3 and 4.1 are transcribed in ``specs/pp_admm_paper.md``; how IPP-ADMM's budget is split
+Theorems 3.1, 3.3 and 4.1 are transcribed in ``docs/specs/pp_admm_paper.md``; how IPP-ADMM's budget is split
 between the SVT and the c releases is not stated by the paper (:func:`ipp_admm_budget`, UNVERIFIED). Each bound function takes
 its inputs as keywords (what a run's ledger records under ``paper_bound``) and returns ``epsilon``,
 ``delta``, ``rho`` and ``epsilon_cks`` (the same rho converted by Canonne-Kamath-Steinke).

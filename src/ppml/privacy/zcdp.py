@@ -1,8 +1,10 @@
 """Zero-concentrated differential privacy (zCDP): mechanisms' rho, composition, conversion to (eps, delta).
 
 A mechanism is rho-zCDP when every Rényi divergence of order alpha > 1 between its outputs on neighbouring
-data sets is at most ``rho * alpha`` [1]_. zCDP composes by adding rho; over parties holding disjoint records
-it composes in parallel (the largest party rho). Two conversions to (epsilon, delta)-DP are offered:
+data sets is at most ``rho * alpha`` [1]_; (xi, rho)-zCDP allows ``xi + rho * alpha`` ([1]_ Def. 1.1). zCDP
+composes by adding rho (and xi); over parties holding disjoint records it composes in parallel (the largest
+party's epsilon). Two conversions to (epsilon, delta)-DP are offered, for xi = 0; a term xi adds to either
+epsilon (both are an infimum over alpha of the Rényi bound plus a term free of it):
 
 - :func:`epsilon_paper`: ``epsilon = rho + 2 sqrt(rho ln(1/delta))`` [1]_ (Prop. 1.3), PP-ADMM's [3]_;
 - :func:`epsilon_cks`: the tighter conversion of Canonne, Kamath and Steinke [2]_ (Prop. 12, through the
@@ -31,8 +33,8 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ppml.privacy.events import (GaussianEvent, LaplaceEvent, PrivacyEvent, SVTEvent, UnsupportedEventError,
-                                 ZCDPEvent)
+from ppml.privacy.events import (GaussianEvent, LaplaceEvent, LossShiftEvent, PrivacyEvent, PureDPEvent,
+                                 SVTEvent, UnsupportedEventError, ZCDPEvent)
 
 __all__ = ["rho_gaussian", "sigma_for_rho", "rho_pure", "rho_svt", "epsilon_paper", "rho_exact", "rho_paper",
            "CALIBRATIONS", "rho_from_epsilon", "epsilon_cks", "ZCDPAccountant"]
@@ -144,7 +146,14 @@ class ZCDPAccountant:
     """Composes events as zCDP, each party on its own; parties hold disjoint records (parallel composition).
 
     Gaussian events cost ``count * sensitivity^2 / (2 sigma^2)``; Laplace events are pure
-    ``sensitivity / scale``-DP; SVT events follow :func:`rho_svt`; zCDP events cost their rho.
+    ``sensitivity / scale``-DP and pure-DP events pure ``epsilon``-DP (:func:`rho_pure`); SVT events follow
+    :func:`rho_svt`; zCDP events cost their rho. A loss-shift event of epsilon adds ``count * epsilon`` to
+    the party's xi and nothing to its rho: raising a privacy loss by at most epsilon at every output raises
+    every Rényi divergence by at most epsilon. It is not charged ``epsilon^2 / 2`` like a pure-DP release:
+    that bound ([1]_ Prop. 1.4) rests on the loss being a mechanism's own (``E_P[e^(-L)] = 1``, which keeps
+    its mean near zero), whereas a shift may be +epsilon exactly where the other release's loss is large,
+    which makes a divergence of order alpha grow by nearly epsilon, more than ``alpha epsilon^2 / 2`` for
+    alpha < 2/epsilon (a test builds such a pair).
 
     Examples
     --------
@@ -155,14 +164,19 @@ class ZCDPAccountant:
 
     def __init__(self) -> None:
         self._rho: dict[str, float] = defaultdict(float)
+        self._xi: dict[str, float] = defaultdict(float)
 
     def compose(self, event: PrivacyEvent, count: int = 1) -> "ZCDPAccountant":
         """Add `count` repetitions of `event`; returns self."""
         if not (isinstance(count, int) and count >= 1):
             raise ValueError(f"count must be an integer >= 1, got {count!r}")
+        if isinstance(event, LossShiftEvent):
+            self._xi[event.party] += count * event.count * float(event.epsilon)
+            self._rho[event.party] += 0.0  # the party exists even if it has no other event
+            return self
         if isinstance(event, GaussianEvent):
             rho = rho_gaussian(event.sigma, event.sensitivity)
-        elif isinstance(event, LaplaceEvent):
+        elif isinstance(event, (LaplaceEvent, PureDPEvent)):
             rho = rho_pure(event.epsilon)
         elif isinstance(event, SVTEvent):
             rho = rho_svt(c=event.c, eps1=event.eps1, eps2=event.eps2)
@@ -179,14 +193,23 @@ class ZCDPAccountant:
             return self._rho.get(party, 0.0)
         return max(self._rho.values(), default=0.0)
 
+    def xi(self, party: str | None = None) -> float:
+        """One party's xi (the sum of its loss shifts), or the largest over parties when `party` is None."""
+        if party is not None:
+            return self._xi.get(party, 0.0)
+        return max(self._xi.values(), default=0.0)
+
     @property
     def parties(self) -> dict[str, float]:
         """Every party's rho."""
         return dict(self._rho)
 
     def epsilon(self, delta: float, *, conversion: str = "cks") -> float:
-        """epsilon at `delta` of the largest party rho, by the ``"cks"`` ([2]_) or ``"paper"`` conversion."""
+        """The largest party epsilon at `delta`: its rho by the ``"cks"`` ([2]_) or ``"paper"`` conversion,
+        plus its xi (0 before any event)."""
         conversions = {"cks": epsilon_cks, "paper": epsilon_paper}
         if conversion not in conversions:
             raise ValueError(f"conversion must be one of {sorted(conversions)}, got {conversion!r}")
-        return conversions[conversion](self.rho(), delta)
+        _check_delta(delta)
+        return max((conversions[conversion](rho, delta) + self._xi.get(party, 0.0)
+                    for party, rho in self._rho.items()), default=0.0)

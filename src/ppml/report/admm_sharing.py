@@ -9,11 +9,14 @@ Figures (PNG and DVC plot data), per dataset of the paper (a9a, gisette) that ha
 - ``admm_sharing-<ds>-test_logloss_vs_sigma`` (Fig. 3): final test log loss per noise level, with the
   centralized and the local-only models as reference lines.
 
-Claims: (a) ADMM vs SGD on a9a, (b) the centralized optimum, (c) moderate noise beats the local model,
-(d) gisette's fast convergence, (e) test log loss grows with sigma (for each noise form run), (f) whether the
-two noise forms can be told apart on a9a, and the wide-feature study's claim. Comparisons are between runs of
-the same objective: the same ``objective`` scale and ``lam``. Each comparison states its margin; a difference
-inside it is NOT SHOWN.
+Paper claims, each with where the paper states it: (a) ADMM and SGD end at the same test log loss on a9a
+(Fig. 1b) and (a') ADMM is slower per epoch on a9a (Fig. 1a, at the prototype's rho); (b) the centralized
+optimum (Theorem 1), at the sweep's tuned rho and at the prototype's rho = 1; (c) moderate noise beats the
+local model (Fig. 3); (d) gisette's fast convergence (Fig. 2) and (d') ADMM below the all-features baseline on
+gisette (Fig. 3b); (e) too much noise spoils the model (for each noise form run); the wide-feature study's
+claim (Sec. 4). Our diagnostic: (f) whether the two noise forms can be told apart on a9a. Comparisons are
+between runs of the same objective: the same ``objective`` scale and ``lam``. Seed-dependent comparisons use
+Student t on the per-seed values (:mod:`ppml.report.stats`): a run of one seed cannot show a difference.
 
 Noise forms. The sweeps come in two forms (``noise_form`` of :mod:`ppml.algorithms.admm_sharing`): ``shares``
 (iid N(0, sigma^2) on the N shared values, Theorem 3 and the authors' prototype) and ``eq16`` (equation (16)
@@ -43,8 +46,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ppml.report.base import (FAIL, NOT_CHECKED, NOT_SHOWN, PASS, Claim, ReportOutput, Run, Runs, compare,
-                              markdown_table)
+import numpy as np
+
+from ppml.report import stats
+from ppml.report.base import (DIAGNOSTIC, FAIL, NOT_CHECKED, NOT_SHOWN, PAPER_CLAIM, PASS, POWER, PROPERTY,
+                              READING, REFERENCE, Claim, ReportOutput, Run, Runs, markdown_table, why_not)
 
 PAPER = "admm_sharing"
 
@@ -63,24 +69,13 @@ GAP = 1e-3
 #: Claim thresholds: the issue's reading of the paper's statements.
 SAME_LOGLOSS = 0.005
 OPTIMUM_REL = 1e-4
-#: Claim (e), test log loss grows with sigma: the step to the next noise level may lower the final test log
-#: loss by at most this much. Such small changes are below what one run per level resolves: on a9a a single
-#: seed's final test log loss has a seed-to-seed standard deviation of 1.2e-5, 3.9e-5 and 1.2e-4 at
-#: sigma = 0.03, 0.1 and 0.3 (8 seeds), so the difference of two single-seed levels up to 0.3 has a standard
-#: deviation up to about 1.2e-4, and the authors' own runs dip by up to 1.3e-4 below sigma = 0 (0.32426 at
-#: sigma = 0, 0.32413 at 0.1). 5e-4 is three such standard deviations, rounded up; growth must also exceed it:
-#: the largest sigma ends more than this above sigma = 0.
-GROWS_TOL = 5e-4
 GISETTE_ADMM_LOGLOSS, GISETTE_EPOCHS = 0.09, 5
-#: Margin of a comparison of two single-seed final test log losses: twice the largest seed-to-seed standard
-#: deviation measured on a9a for sigma <= 0.3 (1.2e-4, see GROWS_TOL). Noise-free runs are deterministic, but
-#: the SGD baseline shuffles by seed, so the same margin serves its comparisons.
-SEED_MARGIN = 2.5e-4
 #: Margin of the relative training-objective gap to the centralized fit: the centralized solve's own
 #: relative accuracy (L-BFGS at gtol 1e-10 on f ~ 0.3 reaches about 1e-8; 1e-6 leaves room).
 SOLVER_MARGIN = 1e-6
-#: Epoch counts of deterministic runs are exact integers: one epoch fewer is a difference (margin 0).
-EPOCH_MARGIN = 0
+#: The authors' prototype's rho (hyclex/fdml_dp_admm_sharing). A sweep run at a tuned rho is read beside a
+#: noise-free run at this one (``admm_sharing-a9a-rho1``): "reaches the optimum" is claimed at both.
+PROTOTYPE_RHO = 1.0
 NOISE_FORMS = {"shares": "iid on the N shares (Theorem 3, prototype)",
                "eq16": "eq. (16): x_m + N(0, σ²(D_mᵀD_m)⁺)"}
 
@@ -100,9 +95,44 @@ def _first(found: list[Run]) -> Run | None:
     return ok[0] if ok else None
 
 
+def sweep_rho(runs: Runs, dataset: str) -> float | None:
+    """The rho of `dataset`'s fixed-noise sweep (its sigma > 0 runs), None when it has none or they differ.
+
+    A noise-free run at another rho (the prototype's, beside a tuned sweep) is a comparison, not the sweep's
+    sigma = 0 point.
+    """
+    rhos = {r.get("rho") for r in runs.select(algorithm="admm_sharing", dataset=dataset, epsilon=None)
+            if (r.get("sigma") or 0.0) > 0}
+    return rhos.pop() if len(rhos) == 1 else None
+
+
 def admm_run(runs: Runs, dataset: str, sigma: float = 0.0) -> Run | None:
-    """ADMM sharing on `dataset` with fixed noise `sigma` (0: no noise), not calibrated."""
-    return _first(runs.select(algorithm="admm_sharing", dataset=dataset, sigma=sigma, epsilon=None))
+    """ADMM sharing on `dataset` with fixed noise `sigma` (0: no noise), not calibrated, at the sweep's rho."""
+    found = runs.select(algorithm="admm_sharing", dataset=dataset, sigma=sigma, epsilon=None)
+    rho = sweep_rho(runs, dataset)
+    return _first([r for r in found if rho is None or _same_rho(r.get("rho"), rho)])
+
+
+def prototype_run(runs: Runs, dataset: str) -> Run | None:
+    """The noise-free run at the prototype's rho (:data:`PROTOTYPE_RHO`) when the sweep uses another (tuned)
+    rho; None when the sweep already runs at the prototype's rho or no such run is defined. The run may be
+    unavailable (not run yet): its status says why."""
+    rho = sweep_rho(runs, dataset)
+    if rho is None or _same_rho(rho, PROTOTYPE_RHO):
+        return None
+    found = sorted((r for r in runs.select(algorithm="admm_sharing", dataset=dataset, epsilon=None)
+                    if not r.get("sigma") and _same_rho(r.get("rho"), PROTOTYPE_RHO)), key=lambda r: r.name)
+    return next((r for r in found if r.available), found[0] if found else None)
+
+
+def _rho(run: Run) -> str:
+    """"ρ = <value>" of a run, or the algorithm's default when the run does not say."""
+    rho = run.get("rho")
+    return f"ρ = {rho:g}" if isinstance(rho, (int, float)) else "the default ρ"
+
+
+def _same_rho(a: Any, b: float) -> bool:
+    return isinstance(a, (int, float)) and math.isclose(float(a), b, rel_tol=1e-12)
 
 
 def sgd_run(runs: Runs, dataset: str, *, lam: float | None = None) -> Run | None:
@@ -152,7 +182,9 @@ def _sweep(runs: Runs, dataset: str, form: str = "shares") -> list[tuple[float, 
 
     sigma = 0 adds no noise in either form, so the sigma = 0 run (of either form) opens both sweeps.
     """
-    found = [r for r in runs.select(algorithm="admm_sharing", dataset=dataset, epsilon=None) if r.available]
+    rho = sweep_rho(runs, dataset)
+    found = [r for r in runs.select(algorithm="admm_sharing", dataset=dataset, epsilon=None)
+             if r.available and (rho is None or _same_rho(r.get("rho"), rho))]
     by_sigma: dict[float, Run] = {}
     for run in sorted(found, key=lambda r: (noise_form(r) != form, r.name)):
         sigma = float(run.get("sigma", 0.0) or 0.0)
@@ -196,25 +228,51 @@ def _loss_vs_epoch(runs: Runs, out: ReportOutput, dataset: str) -> None:
         return
     central = baseline_run(runs, dataset, "centralized")
     hlines = [("centralized optimum", central.metrics["train_objective"])] if central is not None else []
+    ends = _ends(rows, "epoch")
+    rows += [{"method": label, "kind": REFERENCE, "epoch": e, "train_objective": v} for label, v in hlines
+             for e in ends]
     name = f"admm_sharing-{dataset}-loss_vs_epoch"
     out.plot_data(name, rows, series=("method",))
     _plot(out, name, title=f"{dataset}: training objective (Fig. 1a/2a)", xlabel="epoch",
           ylabel="f(w) = mean log loss + λ/2‖w‖²", lines=lines, hlines=hlines)
 
 
-def _test_logloss_vs_epoch(out: ReportOutput, dataset: str, sweep: list[tuple[float, Run]]) -> None:
-    """Fig. 1b / 2b: test log loss per epoch for every noise level."""
+def _ends(rows: list[dict[str, Any]], x: str) -> list[float]:
+    """The smallest and largest `x` of the plotted rows: where a reference line's two points go."""
+    xs = [r[x] for r in rows]
+    return sorted({min(xs), max(xs)}) if xs else []
+
+
+def _reference_levels(runs: Runs, dataset: str) -> list[tuple[str, float]]:
+    """(label, final test log loss) of the centralized and local models of `dataset` that ran."""
+    refs = []
+    for algorithm in ("centralized", "local"):
+        run = baseline_run(runs, dataset, algorithm)
+        if run is not None and run.metrics.get("test_logloss") is not None:
+            refs.append((algorithm, run.metrics["test_logloss"]))
+    return refs
+
+
+def _test_logloss_vs_epoch(runs: Runs, out: ReportOutput, dataset: str,
+                           sweep: list[tuple[float, Run]]) -> None:
+    """Fig. 1b / 2b: test log loss per epoch for every noise level, with the centralized and local models."""
     lines, rows = [], []
     for sigma, run in sweep:
         recs = [r for r in records(run) if r.get("test_logloss") is not None]
         if recs:
-            lines.append((f"σ = {sigma:g}", [r["epoch"] for r in recs], [r["test_logloss"] for r in recs]))
-            rows += [{"sigma": sigma, "epoch": r["epoch"], "test_logloss": r["test_logloss"]} for r in recs]
+            label = f"σ = {sigma:g}"
+            lines.append((label, [r["epoch"] for r in recs], [r["test_logloss"] for r in recs]))
+            rows += [{"noise": label, "sigma": sigma, "epoch": r["epoch"], "test_logloss": r["test_logloss"]}
+                     for r in recs]
     if lines:
+        refs = _reference_levels(runs, dataset)
+        ends = _ends(rows, "epoch")
+        rows += [{"noise": label, "kind": REFERENCE, "epoch": e, "test_logloss": v} for label, v in refs
+                 for e in ends]
         name = f"admm_sharing-{dataset}-test_logloss_vs_epoch"
-        out.plot_data(name, rows, series=("sigma",))
+        out.plot_data(name, rows, series=("noise",))
         _plot(out, name, title=f"{dataset}: test log loss per noise level (Fig. 1b/2b)", xlabel="epoch",
-              ylabel="test log loss", lines=lines)
+              ylabel="test log loss", lines=lines, hlines=refs)
 
 
 def _test_logloss_vs_sigma(runs: Runs, out: ReportOutput, dataset: str,
@@ -232,12 +290,9 @@ def _test_logloss_vs_sigma(runs: Runs, out: ReportOutput, dataset: str,
     if not lines:
         return
     sigmas = sorted({s for _, xs, _ in lines for s in xs})
-    refs = []
-    for algorithm in ("centralized", "local"):
-        run = baseline_run(runs, dataset, algorithm)
-        if run is not None and run.metrics.get("test_logloss") is not None:
-            refs.append((algorithm, run.metrics["test_logloss"]))
-    rows += [{"sigma": s, "test_logloss": v, "model": label} for label, v in refs for s in sigmas]
+    refs = _reference_levels(runs, dataset)
+    rows += [{"sigma": s, "test_logloss": v, "model": label, "kind": REFERENCE} for label, v in refs
+             for s in sigmas]
     name = f"admm_sharing-{dataset}-test_logloss_vs_sigma"
     out.plot_data(name, rows, series=("model",))
     _plot(out, name, title=f"{dataset}: final test log loss vs noise (Fig. 3)",
@@ -261,7 +316,7 @@ def _runs_table(runs: Runs, datasets: list[str]) -> str:
             gap = None if f_star is None else (m["train_objective"] - f_star) / f_star
             rows.append([run.name, ds, m.get("noise_sigma"), m.get("epsilon"), "ok", m.get("lam_mean"),
                          m.get("epochs"), m.get("train_objective"), gap, m.get("test_logloss"),
-                         m.get("test_auc"), m.get("seconds")])
+                         m.get("test_auc"), run.get("seconds")])
     header = ["run", "dataset", "σ (max)", "ε per epoch", "status", "λ of f", "epochs", "train objective",
               "gap to centralized", "test log loss", "test AUC", "seconds"]
     return ("# ADMM sharing runs (f = mean log loss + λ/2‖w‖²; gap relative to the centralized fit)\n\n"
@@ -305,8 +360,8 @@ def _noise_form_table(dataset: str, sweeps: dict[str, list[tuple[float, Run]]]) 
             "prototype). eq16: x_m + ξ_m with ξ_m ~ N(0, σ²(D_mᵀD_m)⁺), equation (16) as printed: the share's "
             "noise is N(0, σ²) along the rank(D_m) directions of D_m's column space only, so its total energy "
             "is rank(D_m)/N of the shares form's. Both fixed-σ sweeps: ε not certified. Same ρ, λ and epochs; "
-            f"σ = 0 is one run. Margin for telling the forms apart: {SEED_MARGIN:g} (twice the seed std of a "
-            "final test log loss).\n\n" + reading + markdown_table(header, rows))
+            "σ = 0 is one run. Whether the forms can be told apart is decided by the claim "
+            f"`admm_sharing-{dataset}-noise-forms-differ` (t on the per-seed differences).\n\n" + reading + markdown_table(header, rows))
 
 
 def _privacy_table(runs: Runs) -> str:
@@ -382,11 +437,30 @@ def _wide_table(study: list[dict[str, Any]]) -> str:
 
 # -----------------------------------------------------------------------------------------------------------
 # claims
+#
+# Each claim is a statement of the paper (kind "paper", `source` says where) or our own check ("diagnostic").
+# A comparison that depends on a seed (SGD's shuffling and random start, the noise draws) reads every seed of
+# its runs and decides by Student t on the per-seed differences (ppml.report.stats); a run of one seed has no
+# seed variance, so such a comparison is NOT SHOWN with cause "power", naming the runs that need seeds.
+# Noise-free ADMM sharing (zero start, no sampling) and the centralized fit are deterministic: comparing them
+# needs no seeds, only the centralized solver's accuracy.
+
+#: Fig. 1(a)'s "slightly slower": epochs to come within this (relative) of the optimal training objective. SGD at
+#: a constant step never comes within GAP = 1e-3 on a9a, so the early-phase level is read at 1 %.
+SLOW_GAP = 1e-2
+#: Seeds that a seed-variance comparison of one-seed runs would need (named in its explanation).
+SEEDS_NEEDED = 5
+RUNS_TABLE = "reports/tables/admm_sharing.md"
+WIDE_TABLE = "reports/tables/admm_sharing-wide.md"
+FORMS_TABLE = "reports/tables/admm_sharing-noise_form.md"
 
 
-def _claim(id_: str, statement: str, published: str, ours: str, verdict: str, margin: str = "") -> Claim:
+def _claim(id_: str, statement: str, source: str, published: str, ours: str, verdict: str, margin: str = "",
+           *, kind: str = PAPER_CLAIM, why: tuple[str, str, list[str]] | None = None) -> Claim:
+    """`why` = (cause, explanation, evidence paths), kept only when the verdict is FAIL or NOT SHOWN."""
     return Claim(id=f"admm_sharing-{id_}", paper=PAPER, statement=statement, published=published, ours=ours,
-                 verdict=verdict, margin=margin)
+                 verdict=verdict, margin=margin, kind=kind, source=source,
+                 **(why_not(verdict, why[0], why[1], *why[2]) if why else {}))
 
 
 def _all(verdicts: list[str]) -> str:
@@ -398,102 +472,226 @@ def _all(verdicts: list[str]) -> str:
     return PASS if all(v == PASS for v in verdicts) else NOT_SHOWN
 
 
-SEED_MARGIN_TEXT = (f"{SEED_MARGIN:g} in test log loss: twice the largest seed-to-seed std of a single-seed "
-                    "final a9a test log loss (1.2e-4, 8 seeds, σ ≤ 0.3)")
+def seed_records(run: Run | None) -> list[list[dict[str, Any]]]:
+    """Per-epoch records of every seed of an available run ([] when missing or not run)."""
+    if run is None or not run.available:
+        return []
+    return [s.get("records", []) for s in (run.history or {}).get("runs") or [] if s.get("records")]
+
+
+def finals(run: Run, key: str) -> list[float]:
+    """`key` at the last epoch of each seed of `run`; the run's own metric when it has no per-seed history."""
+    values = [recs[-1][key] for recs in seed_records(run) if isinstance(recs[-1].get(key), (int, float))]
+    if values:
+        return values
+    value = run.metrics.get(key)
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def _evidence(*runs: Run | None, tables: tuple[str, ...] = (RUNS_TABLE,)) -> list[str]:
+    return [*tables, *(f"reports/runs/{r.name}" for r in runs if r is not None and r.available)]
+
+
+def _power(est: stats.Estimate, n: int, seeded: list[Run], what: str, **tables: Any) -> tuple[str, str, list[str]]:
+    """The cause of a NOT SHOWN seed comparison: one seed (no variance), or a difference inside the interval."""
+    names = ", ".join(r.name for r in seeded)
+    if n < 2:
+        text = (f"{names} ran one seed, so the seed variance of {what} is unknown and no difference can be shown; "
+                f"seeds: {SEEDS_NEEDED} on {'them' if len(seeded) > 1 else 'it'} would decide it")
+    else:
+        text = (f"{what} lies inside the t interval of {n} seeds (±{est.half_width:.3g}); more seeds of {names} "
+                "would resolve it")
+    return POWER, text + ".", _evidence(*seeded, **tables)
 
 
 def _claim_admm_vs_sgd(runs: Runs) -> Claim:
-    statement = f"a9a: ADMM sharing and SGD end within {SAME_LOGLOSS} test log loss of each other"
-    published = "Fig. 1 (a9a): both reach about the same test log loss"
+    id_, source = "a9a-admm-vs-sgd", "ADMM sharing paper, Sec. 5 and Fig. 1(b) (a9a)"
+    statement = ("a9a: ADMM sharing and the SGD-based method (FDML, synchronous) end at the same test log loss; "
+                 f"we read 'the same' as final values within {SAME_LOGLOSS} after 100 epochs each, ADMM "
+                 "without noise at the sweep's ρ")
+    published = "Fig. 1(b): both curves end at about the same test log loss (figure only)"
     admm, sgd = admm_and_sgd(runs, "a9a")
     if admm is None:
-        return _claim("a9a-admm-vs-sgd", statement, published,
+        return _claim(id_, statement, source, published,
                       _why_missing(runs, "a9a", "ADMM sharing", algorithm="admm_sharing"), NOT_CHECKED)
     if sgd is None:
-        return _claim("a9a-admm-vs-sgd", statement, published,
+        return _claim(id_, statement, source, published,
                       _why_missing(runs, "a9a", "FDML SGD (tau=0, lr)", algorithm="fdml"), NOT_CHECKED)
-    a, s = admm.metrics["test_logloss"], sgd.metrics["test_logloss"]
-    return _claim("a9a-admm-vs-sgd", statement, published,
-                  f"ADMM {a:.4f} ({admm.metrics['epochs']:g} epochs) vs SGD {s:.4f} "
-                  f"({sgd.metrics['epochs']:g} epochs): difference {abs(a - s):.4f}",
-                  compare(SAME_LOGLOSS - abs(a - s), SEED_MARGIN),
-                  f"the difference must be below {SAME_LOGLOSS} by more than {SEED_MARGIN_TEXT}")
+    a = float(np.mean(finals(admm, "test_logloss")))  # deterministic: every seed is the same run
+    s = finals(sgd, "test_logloss")
+    est = stats.seed_mean([a - x for x in s])
+    verdict = stats.verdict(SAME_LOGLOSS - abs(est.value), est.half_width, stats.GREATER)
+    why = (_power(est, len(s), [sgd], "the final test log loss difference") if verdict != FAIL else
+           (READING, f"the final test log losses differ by {abs(est.value):.4f}; the paper gives neither SGD's step "
+                     "size nor its epochs, which are our reading", _evidence(admm, sgd)))
+    return _claim(id_, statement, source, published,
+                  f"ADMM {a:.4f} ({_rho(admm)}, {admm.metrics['epochs']:g} epochs) vs SGD "
+                  f"{float(np.mean(s)):.4f} ({sgd.metrics['epochs']:g} epochs, {len(s)} seed(s)): difference "
+                  f"{est.value:+.4f}", verdict,
+                  f"|difference| below {SAME_LOGLOSS} by more than the half-width ({est.text}) (ADMM without noise is "
+                  "deterministic; the seeds are SGD's)", why=why)
 
 
-def _claim_optimum(runs: Runs, dataset: str) -> Claim:
-    statement = (f"{dataset}: ADMM sharing without noise reaches the centralized optimum (training objective "
-                 f"within {OPTIMUM_REL:g} relative, test log loss within {SAME_LOGLOSS})")
-    published = "converges to the centralized solution (Theorem 1; Fig. 1-2)"
-    admm, central = admm_run(runs, dataset), baseline_run(runs, dataset, "centralized")
-    if admm is None:
-        return _claim(f"{dataset}-reaches-optimum", statement, published,
-                      _why_missing(runs, dataset, "ADMM sharing", algorithm="admm_sharing"), NOT_CHECKED)
+def _target(runs: Runs, dataset: str, gap: float, *runs_: Run | None) -> float | None:
+    """The training objective within `gap` (relative) of the optimum: the smallest objective of the centralized
+    fit and of every epoch of `runs_` (an upper bound of the optimum, see the wide-feature study)."""
+    central = baseline_run(runs, dataset, "centralized")
+    values = [rec["train_objective"] for run in runs_ for recs in seed_records(run) for rec in recs]
+    if central is not None:
+        values.append(central.metrics["train_objective"])
+    if not values:
+        return None
+    best = min(values)
+    return best + gap * abs(best)
+
+
+def _epochs_to(recs: list[dict[str, Any]], target: float) -> float:
+    """Epochs to reach `target`; one beyond the last epoch run when never reached (a lower bound)."""
+    epoch, _ = _reach(recs, target)
+    return float(epoch) if epoch is not None else float(len(recs) + 1)
+
+
+def _claim_slower_than_sgd(runs: Runs) -> Claim:
+    id_ = "a9a-slower-than-sgd"
+    source = "ADMM sharing paper, Sec. 5 and Fig. 1(a) (a9a)"
+    statement = (f"a9a: on the training objective ADMM sharing is (slightly) slower per epoch than the SGD-based "
+                 f"method, read as: it needs more epochs to come within {SLOW_GAP:g} (relative) of the optimum, "
+                 f"at the prototype's ρ = {PROTOTYPE_RHO:g}; 'slightly' is not tested")
+    published = "Fig. 1(a): the ADMM curve lies a little above SGD's before both settle (figure only)"
+    proto, tuned = prototype_run(runs, "a9a"), admm_run(runs, "a9a")
+    admm = tuned if tuned is not None and _same_rho(tuned.get("rho"), PROTOTYPE_RHO) else proto
+    sgd = admm_and_sgd(runs, "a9a")[1]
+    if admm is None or not admm.available:
+        why = str(admm.metrics.get("status")) if admm is not None else f"no ADMM sharing run at ρ = {PROTOTYPE_RHO:g}"
+        return _claim(id_, statement, source, published, f"ADMM sharing at ρ = {PROTOTYPE_RHO:g}: {why}",
+                      NOT_CHECKED)
+    if sgd is None:
+        return _claim(id_, statement, source, published,
+                      _why_missing(runs, "a9a", "FDML SGD (tau=0, lr)", algorithm="fdml"), NOT_CHECKED)
+    target = _target(runs, "a9a", SLOW_GAP, admm, sgd, tuned)
+    e_admm = _epochs_to(seed_records(admm)[0], target)
+    e_sgd = [_epochs_to(recs, target) for recs in seed_records(sgd)]
+    est = stats.seed_mean([e_admm - e for e in e_sgd])
+    verdict = stats.verdict(est.value, est.half_width, stats.GREATER)
+    tuned_text = ("" if tuned is None or tuned is admm else
+                  f"; at the tuned {_rho(tuned)}: {_epochs_to(seed_records(tuned)[0], target):g} epochs")
+    why = (_power(est, len(e_sgd), [sgd], "the epoch difference") if verdict != FAIL else
+           (READING, f"ADMM at ρ = {PROTOTYPE_RHO:g} reaches {SLOW_GAP:g} of the optimum before SGD does; the "
+                     "paper gives neither SGD's step size nor its start, which are our reading",
+            _evidence(admm, sgd)))
+    return _claim(id_, statement, source, published,
+                  f"epochs to within {SLOW_GAP:g}: ADMM {e_admm:g} vs SGD "
+                  f"{', '.join(f'{e:g}' for e in e_sgd)} ({len(e_sgd)} seed(s)){tuned_text}", verdict,
+                  f"ADMM minus SGD epochs above the half-width ({est.text}) (noise-free ADMM is deterministic; the seeds are SGD's; "
+                  "a run that never reaches the level counts one epoch beyond its last)", why=why)
+
+
+def _claim_optimum(runs: Runs, dataset: str, admm: Run | None, *, prototype: bool) -> Claim:
+    tuned = not prototype and admm is not None and admm.get("rho") is not None \
+        and prototype_run(runs, dataset) is not None
+    suffix = "-rho1" if prototype else ""
+    if prototype:
+        setting = f"at the prototype's ρ = {PROTOTYPE_RHO:g}"
+    elif tuned:
+        setting = (f"at {_rho(admm)}, tuned: the ρ with the smallest training-objective gap after 100 "
+                   f"epochs (the prototype uses {PROTOTYPE_RHO:g})")
+    else:
+        setting = "at the sweep's ρ"
+    statement = (f"{dataset}, {setting}: ADMM sharing without noise converges to the centralized optimum, read "
+                 f"as: training objective within {OPTIMUM_REL:g} (relative) and test log loss within "
+                 f"{SAME_LOGLOSS} of the centralized fit after the paper's epochs")
+    source = "ADMM sharing paper (arXiv version), Theorem 1 (Sec. 3.1); Fig. 1(a)/2(a)"
+    published = "converges to the set of stationary points (Theorem 1: in the limit, no rate at a fixed epoch)"
+    id_ = f"{dataset}-reaches-optimum{suffix}"
+    central = baseline_run(runs, dataset, "centralized")
+    if admm is None or not admm.available:
+        why = (str(admm.metrics.get("status")) if admm is not None else
+               _why_missing(runs, dataset, "ADMM sharing", algorithm="admm_sharing"))
+        return _claim(id_, statement, source, published, why, NOT_CHECKED)
     if central is None:
-        return _claim(f"{dataset}-reaches-optimum", statement, published,
+        return _claim(id_, statement, source, published,
                       _why_missing(runs, dataset, "centralized", algorithm="centralized"), NOT_CHECKED)
     if objective_of(admm) != objective_of(central):
-        return _claim(f"{dataset}-reaches-optimum", statement, published,
+        return _claim(id_, statement, source, published,
                       f"not comparable: ADMM sharing solves (objective, lam) = {objective_of(admm)}, the "
                       f"centralized run {objective_of(central)}", NOT_CHECKED)
     f, f_star = admm.metrics["train_objective"], central.metrics["train_objective"]
     t, t_star = admm.metrics["test_logloss"], central.metrics["test_logloss"]
     rel = (f - f_star) / f_star
-    return _claim(f"{dataset}-reaches-optimum", statement, published,
+    verdict = _all([stats.verdict(OPTIMUM_REL - rel, SOLVER_MARGIN, stats.GREATER),
+                    stats.verdict(SAME_LOGLOSS - abs(t - t_star), SOLVER_MARGIN * t_star, stats.GREATER)])
+    short = (f"the training objective is still {rel:.1e} (relative) above the optimum"
+             if rel > OPTIMUM_REL - SOLVER_MARGIN else f"the test log loss differs by {abs(t - t_star):.4f}")
+    why = (READING, f"Theorem 1 promises convergence only in the limit: at {_rho(admm)} {short} after "
+                    f"{admm.metrics['epochs']:g} epochs, so our reading's threshold at the paper's epoch budget is "
+                    "not met (params.yaml notes the gap at each ρ tried)",
+           [RUNS_TABLE, f"reports/runs/{admm.name}", "params.yaml"])
+    return _claim(id_, statement, source, published,
                   f"f {f:.6f} vs centralized {f_star:.6f} (relative {rel:+.2e}) after "
-                  f"{admm.metrics['epochs']:g} epochs; test log loss {t:.4f} vs {t_star:.4f}",
-                  _all([compare(OPTIMUM_REL - rel, SOLVER_MARGIN),
-                        compare(SAME_LOGLOSS - abs(t - t_star), SEED_MARGIN)]),
-                  f"relative gap below {OPTIMUM_REL:g} by more than {SOLVER_MARGIN:g} (the centralized "
-                  f"solve's accuracy); test log loss difference below {SAME_LOGLOSS} by more than "
-                  f"{SEED_MARGIN_TEXT}")
+                  f"{admm.metrics['epochs']:g} epochs; test log loss {t:.4f} vs {t_star:.4f}", verdict,
+                  f"relative gap below {OPTIMUM_REL:g} by more than {SOLVER_MARGIN:g} (the centralized solve's "
+                  f"accuracy); |test log loss difference| below {SAME_LOGLOSS} by more than the same relative "
+                  "accuracy; both runs are deterministic, so no seed term", why=why)
 
 
 def _claim_noise_vs_local(runs: Runs, dataset: str, sweep: list[tuple[float, Run]]) -> Claim:
     sigma = MODERATE[dataset]
-    statement = (f"{dataset}: with moderate noise (σ = {sigma:g}) ADMM sharing still beats the local-only "
-                 "model")
-    published = "Fig. 3: noisy ADMM stays below the local model's test log loss for moderate σ"
+    id_ = f"{dataset}-noise-beats-local"
+    statement = (f"{dataset}: under moderate noise (σ = {sigma:g}, the middle of the paper's sweep) ADMM sharing "
+                 "still improves on the model trained on the first party's features alone: lower final test "
+                 "log loss")
+    source = f"ADMM sharing paper, Sec. 5 and Fig. 3 ({dataset}); Conclusion"
+    published = "Fig. 3: noisy ADMM stays below the local model's test log loss for moderate σ (figure only)"
     local = baseline_run(runs, dataset, "local")
     noisy = dict(sweep).get(sigma)
     if local is None:
-        return _claim(f"{dataset}-noise-beats-local", statement, published,
+        return _claim(id_, statement, source, published,
                       _why_missing(runs, dataset, "local", algorithm="local"), NOT_CHECKED)
     if noisy is None:
-        return _claim(f"{dataset}-noise-beats-local", statement, published,
-                      f"no ADMM sharing run with σ = {sigma:g} on {dataset}", NOT_CHECKED)
-    lo = local.metrics["test_logloss"]
+        return _claim(id_, statement, source, published, f"no ADMM sharing run with σ = {sigma:g} on {dataset}",
+                      NOT_CHECKED)
+    lo = local.metrics["test_logloss"]  # scikit-learn's deterministic fit
+    values = finals(noisy, "test_logloss")
+    est = stats.seed_mean([lo - v for v in values])
+    verdict = stats.verdict(est.value, est.half_width, stats.GREATER)
+    why = (_power(est, len(values), [noisy], "the difference from the local model") if verdict != FAIL else
+           (PROPERTY, f"at σ = {sigma:g} the noisy model ends {-est.value:.4f} above the local model's test log "
+                      "loss", _evidence(noisy, local)))
     levels = [f"σ={s:g}: {r.metrics['test_logloss']:.4f}" for s, r in sweep if s > 0]
-    return _claim(f"{dataset}-noise-beats-local", statement, published,
-                  f"local {lo:.4f}; ADMM {', '.join(levels)}",
-                  compare(lo - noisy.metrics["test_logloss"], SEED_MARGIN), SEED_MARGIN_TEXT)
+    return _claim(id_, statement, source, published,
+                  f"local {lo:.4f}; ADMM {', '.join(levels)} ({len(values)} seed(s) at σ = {sigma:g})", verdict,
+                  f"local minus ADMM above the half-width ({est.text}) (the local fit is deterministic; the seeds are the noise's)",
+                  why=why)
 
 
 def _claim_grows_with_sigma(dataset: str, sweep: list[tuple[float, Run]], form: str = "shares") -> Claim:
     suffix = "" if form == "shares" else f"-{form}"
-    label = "" if form == "shares" else " (noise of eq. (16))"
-    statement = (f"{dataset}{label}: final test log loss grows with σ: over σ = 0 and the fixed-noise levels in "
-                 f"ascending order each is at least the previous − {GROWS_TOL:g}, and the largest σ's "
-                 f"exceeds σ = 0's by more than {GROWS_TOL:g}")
-    published = ("Fig. 1b/2b, 3: test log loss rises with σ (\"too much noise may ruin the model\"); the "
-                 "authors' a9a runs dip by up to 1.3e-4 at small σ")
-    levels = [(s, r.metrics["test_logloss"]) for s, r in sweep if r.metrics.get("test_logloss") is not None]
-    claim_id = f"{dataset}{suffix}-logloss-grows-with-sigma"
+    label = "" if form == "shares" else " (noise as printed in eq. (16))"
+    id_ = f"{dataset}{suffix}-logloss-grows-with-sigma"
+    statement = (f"{dataset}{label}: too much noise spoils the model: the final test log loss at the sweep's "
+                 "largest σ is above the noise-free run's")
+    source = (f"ADMM sharing paper, Sec. 5 ('too much noise may ruin the model'), Fig. 1(b)/3 ({dataset})"
+              + ("; noise of eq. (16) (arXiv version; eq. (10) in the AAAI version)" if form == "eq16" else ""))
+    published = "Fig. 3: test log loss rises with σ (figure only)"
+    levels = [(s, r) for s, r in sweep if r.metrics.get("test_logloss") is not None]
     if not levels or levels[0][0] != 0 or len(levels) < 2:
-        return _claim(claim_id, statement, published,
+        return _claim(id_, statement, source, published,
                       f"needs ADMM sharing runs at σ = 0 and at least one σ > 0 on {dataset}; have σ = "
                       f"{', '.join(f'{s:g}' for s, _ in levels) or 'none'}", NOT_CHECKED)
-    steps = [b - a for (_, a), (_, b) in zip(levels, levels[1:])]
-    worst = min(steps)
-    growth = levels[-1][1] - levels[0][1]
-    values = ", ".join(f"σ={s:g}: {v:.5f}" for s, v in levels)
-    # a step dipping by less than the margin is seed noise (NOT SHOWN, not a failure); one dipping by more
-    # fails; the growth from sigma = 0 to the largest sigma must exceed the margin to pass
-    steps_verdict = compare(worst, GROWS_TOL)
-    verdict = _all([compare(growth, GROWS_TOL), PASS if steps_verdict == NOT_SHOWN else steps_verdict])
-    return _claim(claim_id, statement, published,
-                  f"{values}; smallest step {worst:+.2e}; σ={levels[-1][0]:g} vs σ=0: {growth:+.2e}",
-                  verdict, f"{GROWS_TOL:g} in test log loss: three seed standard deviations of the difference "
-                           "of two single-seed levels (1.2e-4 each at σ ≤ 0.3 on a9a), rounded up")
+    (_, plain), (s_max, noisiest) = levels[0], levels[-1]
+    base = float(np.mean(finals(plain, "test_logloss")))  # noise-free: deterministic
+    values = finals(noisiest, "test_logloss")
+    est = stats.seed_mean([v - base for v in values])
+    verdict = stats.verdict(est.value, est.half_width, stats.GREATER)
+    tables = (RUNS_TABLE,) if form == "shares" else (FORMS_TABLE, RUNS_TABLE)
+    why = (_power(est, len(values), [noisiest], f"the rise at σ = {s_max:g}", tables=tables)
+           if verdict != FAIL else
+           (PROPERTY, f"at σ = {s_max:g} the final test log loss is {-est.value:.2e} below the noise-free run's",
+            _evidence(noisiest, plain, tables=tables)))
+    shown = ", ".join(f"σ={s:g}: {r.metrics['test_logloss']:.5f}" for s, r in levels)
+    return _claim(id_, statement, source, published,
+                  f"{shown}; σ={s_max:g} minus σ=0: {est.value:+.2e} ({len(values)} seed(s))", verdict,
+                  f"rise above the half-width ({est.text}) (σ = 0 is deterministic; the seeds are the noise's)", why=why)
 
 
 def _claim_noise_forms(dataset: str, sweeps: dict[str, list[tuple[float, Run]]]) -> Claim:
@@ -501,66 +699,130 @@ def _claim_noise_forms(dataset: str, sweeps: dict[str, list[tuple[float, Run]]])
     statement = (f"{dataset}: at equal σ the two noise forms (iid on the shares vs eq. (16)'s column-space "
                  "noise) give different final test log loss at some σ of the sweep, so the published "
                  "loss-vs-σ curve could reveal which form was used")
-    published = ("Fig. 3 / Fig. 1b (a9a): test log loss vs σ ∈ {0.03, 0.1, 0.3, 1, 3}, rising with σ; the paper "
-                 "gives the figure only (no numbers in reports/published), and its text states eq. (16) while "
-                 "Theorem 3 and the authors' prototype add noise to the shares")
+    published = ("no paper states it: the text prints eq. (16) while Theorem 3 and the authors' prototype add "
+                 "noise to the shares; Fig. 3 is a figure only")
     a, b = (dict(sweeps.get(form, [])) for form in ("shares", "eq16"))
     common = [s for s in sorted(set(a) & set(b)) if s > 0]
     if not common:
-        return _claim(f"{dataset}-noise-forms-differ", statement, published,
+        return _claim(f"{dataset}-noise-forms-differ", statement, "", published,
                       f"needs both sweeps on {dataset} (shares σ = {sorted(a)}, eq16 σ = {sorted(b)})",
-                      NOT_CHECKED)
-    diffs = [(s, b[s].metrics["test_logloss"] - a[s].metrics["test_logloss"]) for s in common]
-    s_max, d_max = max(diffs, key=lambda sd: abs(sd[1]))
-    ours = (", ".join(f"σ={s:g}: eq16 − shares {d:+.2e}" for s, d in diffs)
-            + f"; largest |difference| {abs(d_max):.2e} at σ = {s_max:g}")
-    return _claim(f"{dataset}-noise-forms-differ", statement, published, ours,
-                  compare(abs(d_max), SEED_MARGIN),
-                  f"{SEED_MARGIN_TEXT}; NOT SHOWN means the two forms' sweeps agree within seed noise, so no "
-                  "reading of the published figure can say which form produced it")
+                      NOT_CHECKED, kind=DIAGNOSTIC)
+    # the two sweeps draw their noise from the same seeds: paired by seed
+    tests = [(s, stats.paired(finals(b[s], "test_logloss"), finals(a[s], "test_logloss")))
+             if len(finals(b[s], "test_logloss")) == len(finals(a[s], "test_logloss"))
+             else (s, stats.unpaired(finals(b[s], "test_logloss"), finals(a[s], "test_logloss"))) for s in common]
+    verdicts = [stats.verdict(abs(e.value), e.half_width, stats.GREATER) for _, e in tests]
+    s_max, e_max = max(tests, key=lambda t: abs(t[1].value))
+    ours = (", ".join(f"σ={s:g}: eq16 − shares {e.value:+.2e}" for s, e in tests)
+            + f"; largest |difference| {abs(e_max.value):.2e} at σ = {s_max:g}")
+    return _claim(f"{dataset}-noise-forms-differ", statement, "", published, ours,
+                  PASS if PASS in verdicts else NOT_SHOWN,
+                  f"at each σ, |eq16 − shares| beyond its interval (at σ = {s_max:g}: {e_max.text}); 95 % per σ, "
+                  "no correction for testing several σ; NOT SHOWN means no reading of the published figure can "
+                  "say which form produced it", kind=DIAGNOSTIC)
 
 
 def _claim_gisette_speed(runs: Runs) -> Claim:
+    id_ = "gisette-fast-convergence"
     statement = (f"gisette: within {GISETTE_EPOCHS} epochs ADMM sharing reaches test log loss ≤ "
                  f"{GISETTE_ADMM_LOGLOSS} and is below SGD's at the same epoch")
+    source = "ADMM sharing paper, Sec. 5 and Fig. 2 (gisette)"
     published = "Fig. 2: test log loss ≈ 0.08 within a few epochs for ADMM vs ≈ 0.1 for SGD"
-    admm, sgd = (records(run) for run in admm_and_sgd(runs, "gisette"))
+    admm_r, sgd_r = admm_and_sgd(runs, "gisette")
+    admm, sgd = records(admm_r), seed_records(sgd_r)
     if not admm:
-        return _claim("gisette-fast-convergence", statement, published,
+        return _claim(id_, statement, source, published,
                       _why_missing(runs, "gisette", "ADMM sharing", algorithm="admm_sharing"), NOT_CHECKED)
     if not sgd:
-        return _claim("gisette-fast-convergence", statement, published,
+        return _claim(id_, statement, source, published,
                       _why_missing(runs, "gisette", "FDML SGD (tau=0, lr)", algorithm="fdml"), NOT_CHECKED)
-    k = min(GISETTE_EPOCHS, len(admm), len(sgd))
+    k = min(GISETTE_EPOCHS, len(admm), *(len(recs) for recs in sgd))
     best = min(r["test_logloss"] for r in admm[:k])
-    a_k, s_k = admm[k - 1]["test_logloss"], sgd[k - 1]["test_logloss"]
-    return _claim("gisette-fast-convergence", statement, published,
-                  f"ADMM best {best:.4f} in {k} epochs; at epoch {k}: ADMM {a_k:.4f}, SGD {s_k:.4f}",
-                  _all([compare(GISETTE_ADMM_LOGLOSS - best, SEED_MARGIN), compare(s_k - a_k, SEED_MARGIN)]),
-                  SEED_MARGIN_TEXT)
+    a_k = admm[k - 1]["test_logloss"]
+    est = stats.seed_mean([recs[k - 1]["test_logloss"] - a_k for recs in sgd])
+    verdict = _all([stats.verdict(GISETTE_ADMM_LOGLOSS - best, SOLVER_MARGIN, stats.GREATER),
+                    stats.verdict(est.value, est.half_width, stats.GREATER)])
+    why = (_power(est, len(sgd), [sgd_r], f"SGD minus ADMM at epoch {k}") if verdict != FAIL else
+           (PROPERTY, f"ADMM's best test log loss in {k} epochs is {best:.4f}, or SGD is lower at epoch {k}",
+            _evidence(admm_r, sgd_r)))
+    return _claim(id_, statement, source, published,
+                  f"ADMM best {best:.4f} in {k} epochs; at epoch {k}: ADMM {a_k:.4f}, SGD minus ADMM "
+                  f"{est.value:+.4f} ({len(sgd)} seed(s))", verdict,
+                  f"ADMM (deterministic) below {GISETTE_ADMM_LOGLOSS}; SGD minus ADMM above the half-width ({est.text})", why=why)
 
 
-def _claim_wide(study: list[dict[str, Any]]) -> Claim:
-    statement = (f"on wide data (at least {WIDE_MIN_FEATURES} features) ADMM sharing needs fewer epochs than "
-                 f"SGD to reach within {GAP:g} of the optimum")
-    published = "advantage over gradient-based methods on high-dimensional feature spaces (Fig. 2, gisette)"
-    verdicts, parts = [], []
+def _claim_gisette_beats_centralized(runs: Runs) -> Claim:
+    id_ = "gisette-beats-centralized"
+    statement = ("gisette: ADMM sharing (without noise) ends at a lower test log loss than scikit-learn's "
+                 "logistic regression on all features")
+    source = "ADMM sharing paper, Sec. 5 and Fig. 3(b) (gisette)"
+    published = "Fig. 3(b): ADMM sharing below the all-features baseline (figure only)"
+    admm, central = admm_run(runs, "gisette"), baseline_run(runs, "gisette", "centralized")
+    for run, what, algorithm in ((admm, "ADMM sharing", "admm_sharing"), (central, "centralized", "centralized")):
+        if run is None:
+            return _claim(id_, statement, source, published,
+                          _why_missing(runs, "gisette", what, algorithm=algorithm), NOT_CHECKED)
+    c = central.metrics
+    if not isinstance(c.get("test_logloss_sd"), (int, float)) or not c.get("n_test"):
+        return _claim(id_, statement, source, published, f"{central.name}: metrics lack test_logloss_sd, n_test",
+                      NOT_CHECKED)
+    d = c["test_logloss"] - admm.metrics["test_logloss"]
+    # both are deterministic; what remains is which test rows were drawn. Without per-row losses of both
+    # models the paired SE is unknown: sqrt(2) x the per-row SD over sqrt(n) bounds it when the two models'
+    # per-row losses correlate positively and spread alike
+    half = 1.959964 * math.sqrt(2) * c["test_logloss_sd"] / math.sqrt(c["n_test"])
+    verdict = stats.verdict(d, half, stats.GREATER)
+    why = (POWER if verdict == NOT_SHOWN else PROPERTY,
+           f"the centralized minus ADMM test log loss is {d:+.4f} against a test-row half-width of {half:.4f}",
+           _evidence(admm, central))
+    return _claim(id_, statement, source, published,
+                  f"ADMM {admm.metrics['test_logloss']:.4f} vs centralized {c['test_logloss']:.4f}", verdict,
+                  f"±{half:.4f} = 1.96 × √2 × the centralized per-row log-loss SD / √{c['n_test']} (unpaired: "
+                  "per-row losses are not recorded)", why=why)
+
+
+def _claim_wide(runs: Runs, study: list[dict[str, Any]]) -> Claim:
+    statement = (f"when features are many, ADMM sharing needs fewer epochs than SGD to converge; on our wide data "
+                 f"(at least {WIDE_MIN_FEATURES} features: synthetic, MADELON, ARCENE; gisette is unavailable), "
+                 f"read as epochs to within {GAP:g} (relative) of the optimum")
+    source = ("ADMM sharing paper, Sec. 4 (after Corollary 1: 'much fewer epochs ... when the number of features "
+              "is relatively large') and Sec. 5 (Fig. 2, gisette)")
+    published = "Fig. 2 (gisette): ADMM converges in a few epochs, SGD in many more (figure only)"
+    verdicts, parts, seeded, tests = [], [], [], []
     for row in study:
-        a, s = row["admm_epochs"], row["sgd_epochs"]
-        if not row["admm_ran"] or not row["sgd_ran"] or (a is None and s is None):
-            parts.append(f"{row['dataset']}: not comparable")
+        ds = row["dataset"]
+        admm_r, sgd_r = admm_and_sgd(runs, ds)
+        if not row["admm_ran"] or not row["sgd_ran"] or sgd_r is None:
+            parts.append(f"{ds}: not comparable")
             continue
         wide = (row["n_features"] or 0) >= WIDE_MIN_FEATURES
+        target = row["optimum"] + GAP * abs(row["optimum"])
+        e_admm = _epochs_to(records(admm_r), target)
+        e_sgd = [_epochs_to(recs, target) for recs in seed_records(sgd_r)]
         if wide:
-            a_, s_ = (math.inf if a is None else a), (math.inf if s is None else s)
-            verdicts.append(compare(math.inf if s_ > a_ else -math.inf if s_ < a_ else 0.0, EPOCH_MARGIN)
-                            if math.inf in (a_, s_) else compare(s_ - a_, EPOCH_MARGIN))
-        parts.append(f"{row['dataset']}: ADMM {_epochs_to_reach(row, 'admm')} vs SGD "
-                     f"{_epochs_to_reach(row, 'sgd')} epochs" + ("" if wide else " (narrow reference, not judged)"))
+            est = stats.seed_mean([e - e_admm for e in e_sgd])
+            verdicts.append(stats.verdict(est.value, est.half_width, stats.GREATER))
+            seeded.append(sgd_r)
+            tests.append((ds, est, len(e_sgd)))
+        parts.append(f"{ds}: ADMM {_epochs_to_reach(row, 'admm')} vs SGD {_epochs_to_reach(row, 'sgd')} epochs"
+                     + ("" if wide else " (narrow reference, not judged)"))
+    verdict = _all(verdicts)
     ours = "; ".join(parts) or "no wide-feature runs"
-    return _claim("wide-fewer-epochs", statement, published, ours, _all(verdicts),
-                  "0 epochs: epoch counts of these deterministic runs are exact integers, so one epoch fewer is "
-                  "a difference; a run that never reaches the target counts as infinitely many")
+    if verdict == FAIL:
+        failed = [ds for (ds, est, _), v in zip(tests, verdicts) if v == FAIL]
+        why = (PROPERTY, f"SGD reaches {GAP:g} of the optimum in fewer epochs than ADMM sharing on "
+                         f"{', '.join(failed)}", [WIDE_TABLE])
+    else:
+        n_min = min((n for *_, n in tests), default=0)
+        why = ((POWER, f"{', '.join(r.name for r in seeded)} ran one seed each, so the seed variance of SGD's "
+                       f"epoch counts is unknown; seeds: {SEEDS_NEEDED} on them would decide it.",
+                [WIDE_TABLE, *(f"reports/runs/{r.name}" for r in seeded)]) if n_min < 2 else
+               (POWER, "some epoch differences lie inside the t interval of their SGD seeds; more seeds would "
+                       "resolve them.", [WIDE_TABLE]))
+    return _claim("wide-fewer-epochs", statement, source, published, ours, verdict,
+                  "per wide dataset, SGD minus ADMM epochs above the Student t half-width of SGD's seeds "
+                  "(noise-free ADMM is deterministic; a run that never reaches the target counts one epoch beyond "
+                  "its last); all must pass", why=why)
 
 
 # -----------------------------------------------------------------------------------------------------------
@@ -568,22 +830,24 @@ def _claim_wide(study: list[dict[str, Any]]) -> Claim:
 
 def build(runs: Runs, out: ReportOutput) -> list[Claim]:
     """Write ADMM sharing's figures and tables; return its claims, each PASS, FAIL or unchecked."""
-    claims = [_claim_admm_vs_sgd(runs)]
+    claims = [_claim_admm_vs_sgd(runs), _claim_slower_than_sgd(runs)]
     form_tables = []
     for ds in DATASETS:
         sweeps = {form: _sweep(runs, ds, form) for form in NOISE_FORMS}
         sweep = sweeps["shares"]
         _loss_vs_epoch(runs, out, ds)
-        _test_logloss_vs_epoch(out, ds, sweep)
+        _test_logloss_vs_epoch(runs, out, ds, sweep)
         _test_logloss_vs_sigma(runs, out, ds, sweeps)
-        claims += [_claim_optimum(runs, ds), _claim_noise_vs_local(runs, ds, sweep),
-                   _claim_grows_with_sigma(ds, sweep)]
+        claims.append(_claim_optimum(runs, ds, admm_run(runs, ds), prototype=False))
+        if prototype_run(runs, ds) is not None:
+            claims.append(_claim_optimum(runs, ds, prototype_run(runs, ds), prototype=True))
+        claims += [_claim_noise_vs_local(runs, ds, sweep), _claim_grows_with_sigma(ds, sweep)]
         if len(sweeps["eq16"]) > 1:
             claims += [_claim_grows_with_sigma(ds, sweeps["eq16"], "eq16"), _claim_noise_forms(ds, sweeps)]
             form_tables.append(_noise_form_table(ds, sweeps))
-    claims.append(_claim_gisette_speed(runs))
+    claims += [_claim_gisette_speed(runs), _claim_gisette_beats_centralized(runs)]
     study = wide_study(runs)
-    claims.append(_claim_wide(study))
+    claims.append(_claim_wide(runs, study))
     with_runs = [ds for ds in DATASETS + WIDE if runs.select(algorithm="admm_sharing", dataset=ds)]
     out.table("admm_sharing", _runs_table(runs, with_runs))
     out.table("admm_sharing-privacy", _privacy_table(runs))

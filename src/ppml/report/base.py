@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ppml.io import atomic_path
+from ppml.timing import is_timing
 
 
 #: what a claim's check can say
@@ -40,14 +41,38 @@ def compare(difference: float, margin: float) -> str:
     return PASS if difference > margin else FAIL if difference < -margin else NOT_SHOWN
 
 
+#: what a claim is: a statement a paper makes, or a check of our own (beats the majority class, ...)
+PAPER_CLAIM, DIAGNOSTIC = "paper", "diagnostic"
+KINDS = (PAPER_CLAIM, DIAGNOSTIC)
+
+#: why a paper claim is FAIL or NOT SHOWN: a property of the algorithm as printed; our reading of an ambiguous
+#: text; data or scale we do not have; or a difference inside what our runs can resolve (statistical power)
+PROPERTY, READING, DATA, POWER = "property", "reading", "data", "power"
+CAUSES = (PROPERTY, READING, DATA, POWER)
+
+#: how a timing claim was decided: wall clocks of real processes, a simulated clock, or a cost model. Only a
+#: measured one can PASS; the others are NOT CHECKED with the reason.
+MEASURED, SIMULATED, COST_MODEL = "measured", "simulated", "cost model"
+BASES = (MEASURED, SIMULATED, COST_MODEL)
+
+
 @dataclass(frozen=True)
 class Claim:
-    """A published claim as a checkable statement.
+    """A published claim as a checkable statement, or one of our own checks.
 
     ``verdict`` is one of :data:`VERDICTS`. NOT CHECKED: a run it needs is missing or its data unavailable
     (the reason is then in ``ours``). NOT SHOWN: the comparison's difference lies inside its ``margin``.
-    ``margin`` says in words which margin a comparison used and why (empty for claims that are not
+    ``margin`` says in words which test and margin a comparison used (empty for claims that are not
     comparisons); a PASS never rests on a difference below it.
+
+    ``kind`` is :data:`PAPER_CLAIM` (a paper states it; ``source`` says where: figure, table, section,
+    algorithm line or equation, and ``statement`` says in our words what it states) or :data:`DIAGNOSTIC`
+    (our own check). A paper claim that is FAIL or NOT SHOWN carries ``cause`` (one of :data:`CAUSES`),
+    ``explanation`` (one sentence) and ``evidence`` (repository paths, ``path#anchor`` allowed, of the
+    tables or runs that show it, e.g. ``reports/tables/admm_sharing.md``, ``reports/runs/<name>``,
+    ``docs/methods.md#anchor``; :func:`check_evidence` checks they exist). Use :func:`why_not` to attach
+    them only when the verdict is FAIL or NOT SHOWN. ``basis`` is None, or for a
+    timing claim one of :data:`BASES`; a timing claim can PASS only on measured wall clocks.
     """
 
     id: str
@@ -57,10 +82,53 @@ class Claim:
     ours: str
     verdict: str
     margin: str = ""
+    kind: str = PAPER_CLAIM
+    source: str = ""
+    cause: str | None = None
+    explanation: str | None = None
+    evidence: tuple[str, ...] = ()
+    basis: str | None = None
 
     def __post_init__(self) -> None:
+        def bad(field_: str, why: str) -> ValueError:
+            return ValueError(f"claim {self.id}: {field_} {why}")
+
         if self.verdict not in VERDICTS:
-            raise ValueError(f"claim {self.id}: verdict must be one of {VERDICTS}, got {self.verdict!r}")
+            raise bad("verdict", f"must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.kind not in KINDS:
+            raise bad("kind", f"must be one of {KINDS}, got {self.kind!r}")
+        if self.kind == PAPER_CLAIM and not (isinstance(self.source, str) and self.source.strip()):
+            raise bad("source", "must say where the paper states it (figure, table, section, ...) for a "
+                                f"paper claim, got {self.source!r}")
+        if isinstance(self.evidence, str) or not isinstance(self.evidence, (tuple, list)):
+            raise bad("evidence", f"must be a tuple of repository paths, got {self.evidence!r}")
+        object.__setattr__(self, "evidence", tuple(self.evidence))
+        for path in self.evidence:
+            if not isinstance(path, str) or not path.split("#")[0].strip():
+                raise bad("evidence", f"entries must be non-empty paths, got {path!r}")
+            if path.startswith(("/", "~")) or ".." in Path(path.split("#")[0]).parts:
+                raise bad("evidence", f"entries must be paths inside the repository, got {path!r}")
+        needs_cause = self.kind == PAPER_CLAIM and self.verdict in (FAIL, NOT_SHOWN)
+        if self.cause is None:
+            if needs_cause:
+                raise bad("cause", f"is required for a paper claim that is {self.verdict} (one of {CAUSES})")
+        else:
+            if self.cause not in CAUSES:
+                raise bad("cause", f"must be one of {CAUSES}, got {self.cause!r}")
+            if self.verdict not in (FAIL, NOT_SHOWN):
+                raise bad("cause", f"is only for a FAIL or NOT SHOWN claim, this one is {self.verdict}")
+            if not (isinstance(self.explanation, str) and self.explanation.strip()):
+                raise bad("explanation", f"is required with cause {self.cause!r} (one sentence)")
+            if not self.evidence:
+                raise bad("evidence", f"is required with cause {self.cause!r} (repository paths that show it)")
+        if self.explanation is not None and (not isinstance(self.explanation, str) or "\n" in self.explanation):
+            raise bad("explanation", f"must be one sentence on one line, got {self.explanation!r}")
+        if self.basis is not None:
+            if self.basis not in BASES:
+                raise bad("basis", f"must be None or one of {BASES}, got {self.basis!r}")
+            if self.basis != MEASURED and self.verdict == PASS:
+                raise bad("basis", f"{self.basis!r} cannot decide a PASS (only measured wall clocks can); "
+                                   "the claim is NOT CHECKED with the reason")
 
     @property
     def passed(self) -> bool | None:
@@ -68,26 +136,79 @@ class Claim:
         return {PASS: True, FAIL: False}.get(self.verdict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "paper": self.paper, "statement": self.statement, "published": self.published,
-                "ours": self.ours, "verdict": self.verdict, "margin": self.margin, "pass": self.passed}
+        return {"id": self.id, "paper": self.paper, "kind": self.kind, "source": self.source,
+                "statement": self.statement, "published": self.published, "ours": self.ours,
+                "verdict": self.verdict, "margin": self.margin, "pass": self.passed, "cause": self.cause,
+                "explanation": self.explanation, "evidence": list(self.evidence), "basis": self.basis}
+
+
+def why_not(verdict: str, cause: str, explanation: str, *evidence: str) -> dict[str, Any]:
+    """A claim's ``cause``, ``explanation`` and ``evidence`` keyword arguments, kept only when `verdict` is
+    FAIL or NOT SHOWN (a PASS or NOT CHECKED claim carries no cause). Use as ``Claim(..., **why_not(...))``
+    when the cause is known before the verdict is."""
+    if verdict in (FAIL, NOT_SHOWN):
+        return {"cause": cause, "explanation": explanation, "evidence": tuple(evidence)}
+    return {}
+
+
+#: where the report stage's outputs live in the repository (dvc.yaml's report stage: --out reports)
+REPORT_DIR = "reports"
+#: the report stage's own outputs under REPORT_DIR: evidence there must be in this report's output, not a stale
+#: copy from an earlier run
+REPORT_OUTPUTS = ("tables", "plots", "claims.md", "claims.json", "metrics")
+
+
+def check_evidence(claims: Iterable[Claim], *, repo: str | Path, out: str | Path,
+                   runs: str | Path | None = None) -> None:
+    """Each claim's evidence path (the part before '#') exists; else a ReportInputError naming claim and path.
+
+    Evidence paths are repository paths (``reports/tables/admm_sharing.md#a9a``, ``reports/runs/<name>``,
+    ``docs/methods.md#...``). One under the report's own outputs (:data:`REPORT_OUTPUTS` below
+    :data:`REPORT_DIR`) must exist in `out`, the directory this report writes; one under ``reports/runs`` in
+    `runs`, the run directories the report read (default: the repository's); any other under `repo`.
+    """
+    repo, out = Path(repo), Path(out)
+    runs = repo / REPORT_DIR / "runs" if runs is None else Path(runs)
+    for claim in claims:
+        for path in claim.evidence:
+            rel = path.split("#")[0].rstrip("/")
+            parts = Path(rel).parts
+            if len(parts) > 1 and parts[0] == REPORT_DIR and parts[1] in REPORT_OUTPUTS:
+                where, found = "this report's output", (out / Path(*parts[1:])).exists()
+            elif len(parts) > 2 and parts[:2] == (REPORT_DIR, "runs"):
+                where, found = "the runs read", (runs / Path(*parts[2:])).exists()
+            else:
+                where, found = "the repository", (repo / rel).exists()
+            if not found:
+                raise ReportInputError(f"claim {claim.id}: evidence {rel!r} does not exist in {where}")
 
 
 @dataclass
 class Run:
-    """One experiment's outputs as the train and account stages wrote them."""
+    """One experiment's outputs as the train and account stages wrote them.
+
+    ``metrics`` is its run.json and metrics.json merged; ``timing`` the values of its timing.json (seconds,
+    simulated clocks, cost-model seconds: :mod:`ppml.timing` says what each clock is), apart from the metrics;
+    :meth:`get` looks a field up in the metrics, then the timing, then the block of params.yaml.
+    """
 
     name: str
     params: dict[str, Any]
     metrics: dict[str, Any]
     history: dict[str, Any] = field(default_factory=dict)
     privacy: dict[str, Any] | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
 
     @property
     def available(self) -> bool:
         return self.metrics.get("status", "ok") == "ok"
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self.metrics.get(key, self.params.get(key, default))
+        if key in self.metrics:
+            return self.metrics[key]
+        if key in self.timing:
+            return self.timing[key]
+        return self.params.get(key, default)
 
     def records(self, seed: int = 0) -> list[dict[str, Any]]:
         """Per-epoch records of one seed of an available run ([] when the run is missing or was not run)."""
@@ -137,6 +258,11 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+#: the ``kind`` of a line in plot data: one of the runs, or a reference line drawn dashed (see
+#: :meth:`ReportOutput.plot_data`)
+RUN, REFERENCE = "run", "reference"
+
+
 class ReportOutput:
     """Where a paper module puts tables (markdown), plot data (DVC plots CSV) and figures (PNG).
 
@@ -167,11 +293,16 @@ class ReportOutput:
         """Long-format rows for ``dvc plots``: one CSV per figure, whose x and y dvc.yaml's ``plots`` names.
 
         `series` names the columns that tell one line from another; their values, joined, become a ``series``
-        column, which the project's DVC templates (.dvc/plots/) colour by.
+        column, which the project's DVC templates (.dvc/plots/) colour by, in the order the lines first
+        appear. With `series`, a ``kind`` column says what each line is: :data:`REFERENCE` for a reference line
+        (majority class, non-private, centralized, local, a target), which the templates dash, or :data:`RUN`
+        (rows that do not say); reference rows are written after the runs' (drawn on top, listed last).
         """
         path = self.plots_dir / "data" / f"{name}.csv"
         if series:
-            rows = [{"series": " / ".join(str(row.get(c, "")) for c in series), **row} for row in rows]
+            rows = [{"series": " / ".join(str(row.get(c, "")) for c in series), "kind": row.get("kind", RUN),
+                     **row} for row in rows]
+            rows.sort(key=lambda row: row["kind"] == REFERENCE)
         columns: list[str] = []
         for row in rows:
             columns.extend(k for k in row if k not in columns)
@@ -216,7 +347,7 @@ class ReportInputError(ValueError):
 
 #: fields a run's metrics give as numbers (or null where a run cannot have them, e.g. AUC of one class)
 NUMERIC_FIELDS = ("train_objective", "train_logloss", "train_error", "test_logloss", "test_auc", "test_error",
-                  "test_accuracy", "epochs", "seconds", "bytes_sent", "messages", "majority_error")
+                  "test_accuracy", "epochs", "bytes_sent", "messages", "majority_error")
 
 
 class RunFields(dict):
@@ -231,16 +362,46 @@ class RunFields(dict):
         raise ReportInputError(f"{self.source}: no field {key!r} (re-run the train stage of this experiment)")
 
 
-def read_run(run_dir: str | Path) -> RunFields:
-    """A run directory's run.json (what the run was) and metrics.json (its numbers), merged, the numeric
-    fields checked; runs written before the split have everything in metrics.json. Errors name the files."""
-    run_dir = Path(run_dir)
+def _merged(run_dir: Path) -> tuple[dict[str, Any], str]:
+    """run.json and metrics.json of a run directory merged, and the name of that pair for errors."""
     run_path, metrics_path = run_dir / "run.json", run_dir / "metrics.json"
     described = read_object(run_path) if run_path.exists() else {}
     source = f"{run_path} + {metrics_path.name}" if run_path.exists() else str(metrics_path)
-    fields = RunFields({**described, **read_object(metrics_path)}, source)
+    return {**described, **read_object(metrics_path)}, source
+
+
+def read_run(run_dir: str | Path) -> RunFields:
+    """A run directory's run.json (what the run was) and metrics.json (its numbers), merged, the numeric
+    fields checked; runs written before the split have everything in metrics.json. Timing fields are left
+    out (runs written before timing.json have them in metrics.json): :func:`read_timing` reads them.
+    Errors name the files."""
+    merged, source = _merged(Path(run_dir))
+    fields = RunFields({k: v for k, v in merged.items() if not is_timing(k)}, source)
     check_numeric(fields, source)
     return fields
+
+
+def read_timing(run_dir: str | Path) -> dict[str, Any]:
+    """The timing values of a run directory (field -> number or null): its timing.json's ``values``; a run
+    written before timing.json has them in metrics.json (and run.json), read from there. What each clock is:
+    timing.json's ``basis`` (:mod:`ppml.timing`). Errors name the file."""
+    run_dir = Path(run_dir)
+    path = run_dir / "timing.json"
+    if path.exists():
+        timing = read_object(path)
+        if timing.get("experiment") != run_dir.name:
+            raise ReportInputError(f"{path}: experiment is {timing.get('experiment')!r} but the run directory "
+                                   f"is {run_dir.name!r}")
+        values, source = timing.get("values"), str(path)
+        if not isinstance(values, dict):
+            raise ReportInputError(f"{path}: 'values' must be an object, got {type(values).__name__}")
+    else:
+        merged, source = _merged(run_dir)
+        values = {k: v for k, v in merged.items() if is_timing(k)}
+    for key, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ReportInputError(f"{source}: {key} must be a number or null, got {value!r}")
+    return values
 
 
 def check_numeric(fields: dict[str, Any], source: str) -> None:
@@ -284,10 +445,11 @@ def read_privacy(path: str | Path) -> dict[str, Any]:
 
 def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
               privacy: dict[str, Any] | None = None) -> Runs:
-    """Read reports/runs/<name>/{run,metrics,history}.json for every experiment in params.
+    """Read reports/runs/<name>/{run,metrics,timing,history}.json for every experiment in params.
 
     A run's ``metrics`` are its run.json (name, algorithm, status, parameters, labels) and its metrics.json
-    (numbers) merged; runs written before the split have everything in metrics.json.
+    (numbers) merged; runs written before the split have everything in metrics.json. Its ``timing`` is
+    :func:`read_timing`'s (from metrics.json for runs written before timing.json).
 
     A file that cannot be read or parsed, or a metrics.json whose ``experiment`` is not its run directory's
     name, raises :class:`ReportInputError` naming the file.
@@ -309,5 +471,5 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
         hist_path = runs_dir / name / "history.json"
         history = read_object(hist_path) if hist_path.exists() else {}
         out.append(Run(name=name, params=dict(block), metrics=metrics, history=history,
-                       privacy=by_name.get(name)))
+                       privacy=by_name.get(name), timing=read_timing(runs_dir / name)))
     return Runs(out)

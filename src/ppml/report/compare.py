@@ -1,13 +1,17 @@
 """What changed in the committed reports between two revisions, as Markdown a reviewer reads before merging.
 
 ``python -m ppml.report.compare REV_A REV_B`` (``make compare A=REV B=REV``) reads only what git holds at
-each revision — ``reports/claims.json``, ``reports/runs/*/metrics.json``, ``reports/tables/*.md`` and
-``reports/privacy.json`` — and prints:
+each revision — ``reports/claims.json``, ``reports/runs/*/{run,metrics,timing}.json``, ``reports/tables/*.md``
+and ``reports/privacy.json`` — and prints:
 
-* the claims whose verdict changed, and the claims added and removed;
+* the ledger's counts at each revision (paper claims and diagnostics apart) and the claims whose verdict
+  moved, appeared or disappeared, with both verdicts (and the cause of a non-PASS paper claim); ledgers from
+  before kinds and verdicts are read too;
 * for every run present at both revisions, the headline metrics (:data:`HEADLINE`) that changed, grouped by
-  algorithm; timing fields are never compared (they measure the machine's load, not the method); runs added
-  and removed; the tables whose text changed;
+  algorithm; runs added and removed; the tables whose text changed;
+* apart from them, the training time per algorithm at each revision (timing.json's ``seconds``; a revision
+  from before timing.json has its timing fields in metrics.json): a clock measures the machine's load as much
+  as the method, so it is shown, never compared as a result;
 * privacy status changes (certified, the paper's and the tight epsilon).
 
 It is read-only: no checkout, no dvc. One ``git ls-tree`` per revision and one ``git cat-file --batch`` for
@@ -26,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ppml.report.base import FAIL, NOT_CHECKED, PASS, VERDICTS
+from ppml.report.claims import counts_line, entry_kind, entry_verdict
+from ppml.timing import is_timing
 
 #: the metrics compared per run (the headline columns of the report tables), in display order
 HEADLINE = ("test_error", "test_logloss", "test_auc", "test_accuracy", "train_objective", "epochs",
@@ -47,7 +52,8 @@ class Snapshot:
     rev: str
     commit: str
     claims: dict[str, dict[str, Any]] | None = None  # id -> claim; None when the revision has no claims.json
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> metrics.json
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> run.json + metrics.json
+    timing: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> timing.json's values
     tables: dict[str, str] = field(default_factory=dict)  # table name -> markdown
     privacy: dict[str, dict[str, Any]] | None = None  # run name -> privacy.json entry
 
@@ -74,7 +80,7 @@ def _wanted(path: str) -> bool:
         return True
     if path.startswith(_RUNS):
         parts = path[len(_RUNS):].split("/")
-        return len(parts) == 2 and parts[1] in ("metrics.json", "run.json")
+        return len(parts) == 2 and parts[1] in ("metrics.json", "run.json", "timing.json")
     return path.startswith(_TABLES) and path.endswith(".md") and "/" not in path[len(_TABLES):]
 
 
@@ -126,6 +132,8 @@ def load(repo: str | Path, revs: list[str]) -> list[Snapshot]:
     snaps = []
     for rev, commit, listing in zip(revs, commits, listings):
         snap = Snapshot(rev=rev, commit=commit)
+        timed: set[str] = set()  # runs with a timing.json
+        legacy: dict[str, dict[str, Any]] = {}  # timing fields found in metrics.json / run.json
         for path, oid in listing.items():
             data = blobs[oid]
             if path == _CLAIMS:
@@ -136,10 +144,20 @@ def load(repo: str | Path, revs: list[str]) -> list[Snapshot]:
             elif path == _PRIVACY:
                 entries = _json(rev, path, data).get("runs", [])
                 snap.privacy = {e["name"]: e for e in entries if isinstance(e, dict) and "name" in e}
+            elif path.endswith("/timing.json"):
+                timing = _json(rev, path, data)
+                values = timing.get("values") if isinstance(timing, dict) else None
+                if isinstance(values, dict):
+                    name = path[len(_RUNS):].split("/")[0]
+                    timed.add(name)
+                    snap.timing[name] = values
             elif path.startswith(_RUNS):  # run.json (what the run was) and metrics.json, merged per run
                 fields = _json(rev, path, data)
                 if isinstance(fields, dict):
                     name = path[len(_RUNS):].split("/")[0]
+                    old = {k: fields.pop(k) for k in list(fields) if is_timing(k)}  # before timing.json
+                    if old:
+                        legacy.setdefault(name, {}).update(old)
                     run = snap.runs.setdefault(name, {})
                     if path.endswith("/run.json"):
                         snap.runs[name] = {**fields, **run}
@@ -147,17 +165,11 @@ def load(repo: str | Path, revs: list[str]) -> list[Snapshot]:
                         run.update(fields)
             else:
                 snap.tables[path[len(_TABLES):-len(".md")]] = data.decode(errors="replace")
+        for name, values in legacy.items():  # a run's own timing.json, where it has one, wins
+            if name not in timed:
+                snap.timing[name] = values
         snaps.append(snap)
     return snaps
-
-
-def verdict(claim: dict[str, Any]) -> str:
-    """A claim's verdict in either format: ``verdict`` (today) or the older boolean/None ``pass``."""
-    v = claim.get("verdict")
-    if v in VERDICTS:
-        return v
-    passed = claim.get("pass")
-    return NOT_CHECKED if passed is None else PASS if passed else FAIL
 
 
 def _cell(v: Any) -> str:
@@ -201,36 +213,46 @@ def _names(names: list[str]) -> str:
 
 
 def claims_section(a: Snapshot, b: Snapshot) -> list[str]:
+    """The ledger at each revision (paper claims and diagnostics apart) and every claim whose verdict moved,
+    appeared or disappeared, with both verdicts; then those whose kind changed. Ledgers from before kinds and
+    verdicts are read as :func:`ppml.report.claims.entry_verdict` and ``entry_kind`` say."""
     lines = ["## Claims", ""]
     if a.claims is None or b.claims is None:
         missing = [s.rev for s in (a, b) if s.claims is None]
         return lines + [f"No `{_CLAIMS}` at {', '.join(missing)}: claims not compared.", ""]
-    common = [i for i in b.claims if i in a.claims]
-    changed = [i for i in common if verdict(a.claims[i]) != verdict(b.claims[i])]
-    added = [i for i in b.claims if i not in a.claims]
-    removed = [i for i in a.claims if i not in b.claims]
+    old, new = a.claims, b.claims
+    common = [i for i in new if i in old]
+    changed = [i for i in common if entry_verdict(old[i]) != entry_verdict(new[i])]
+    added = [i for i in new if i not in old]
+    removed = [i for i in old if i not in new]
+    rekinded = [i for i in common if i not in changed and entry_kind(old[i]) != entry_kind(new[i])]
     lines += [f"{len(changed)} verdict changes, {len(added)} claims added, {len(removed)} removed "
-              f"({len(a.claims)} → {len(b.claims)} claims).", ""]
-    if changed:
-        lines += _table(["claim", "verdict", f"ours ({a.rev})", f"ours ({b.rev})"],
-                        [[i, f"{verdict(a.claims[i])} → {verdict(b.claims[i])}", a.claims[i].get("ours"),
-                          b.claims[i].get("ours")] for i in changed]) + [""]
-    if added:
-        lines += ["### Added", ""] + _table(["claim", "verdict", "ours", "margin"],
-                                            [[i, verdict(b.claims[i]), b.claims[i].get("ours"),
-                                              b.claims[i].get("margin") or None] for i in added]) + [""]
-    if removed:
-        lines += ["### Removed", ""] + _table(["claim", f"verdict ({a.rev})", f"ours ({a.rev})"],
-                                              [[i, verdict(a.claims[i]), a.claims[i].get("ours")]
-                                               for i in removed]) + [""]
+              f"({len(old)} → {len(new)} claims).", "",
+              f"- {a.rev}: {counts_line(list(old.values()))}", f"- {b.rev}: {counts_line(list(new.values()))}", ""]
+    header = ["claim", "kind", f"verdict ({a.rev})", f"verdict ({b.rev})", f"cause ({b.rev})", f"ours ({a.rev})",
+              f"ours ({b.rev})"]
+
+    def row(i: str) -> list[Any]:
+        before, after = old.get(i), new.get(i)
+        return [i, entry_kind(after if after is not None else before),
+                None if before is None else entry_verdict(before), None if after is None else entry_verdict(after),
+                (after or {}).get("cause"), (before or {}).get("ours"), (after or {}).get("ours")]
+
+    for title, ids in (("Verdict changed", changed), ("Added", added), ("Removed", removed)):
+        if ids:
+            lines += [f"### {title}", ""] + _table(header, [row(i) for i in ids]) + [""]
+    if rekinded:
+        lines += ["### Kind changed, verdict not", ""] + _table(
+            ["claim", f"kind ({a.rev})", f"kind ({b.rev})", "verdict"],
+            [[i, entry_kind(old[i]), entry_kind(new[i]), entry_verdict(new[i])] for i in rekinded]) + [""]
     return lines
 
 
 def metrics_section(a: Snapshot, b: Snapshot) -> list[str]:
     lines = ["## Headline metrics", "",
              f"Per run present at both revisions: {', '.join(HEADLINE)} and the run status, where they "
-             "changed. Timing fields (seconds, *_seconds, sim_time, …) are excluded: they measure the "
-             "machine's load, not the method.", ""]
+             "changed. Timing fields (seconds, *_seconds, sim_time, …) are not results: they are under "
+             "Timing.", ""]
     common = sorted(set(a.runs) & set(b.runs))
     groups: dict[str, list[list[Any]]] = {}
     for name in common:
@@ -258,6 +280,36 @@ def metrics_section(a: Snapshot, b: Snapshot) -> list[str]:
     if removed:
         lines += [f"Runs removed ({len(removed)}): {_names(removed)}", ""]
     return lines
+
+
+def _training_seconds(snap: Snapshot, names: list[str]) -> dict[str, tuple[int, float]]:
+    """algorithm -> (runs timed, their total seconds: each run's mean ``seconds`` per seed times its seeds)."""
+    totals: dict[str, tuple[int, float]] = {}
+    for name in names:
+        seconds = _number(snap.timing.get(name, {}).get("seconds"))
+        if seconds is None:
+            continue
+        fields = snap.runs.get(name, {})
+        seeds = _number(fields.get("seeds")) or 1.0
+        count, total = totals.get(str(fields.get("algorithm", "?")), (0, 0.0))
+        totals[str(fields.get("algorithm", "?"))] = (count + 1, total + seconds * seeds)
+    return totals
+
+
+def timing_section(a: Snapshot, b: Snapshot) -> list[str]:
+    """Training time per algorithm at each revision, over the runs present at both: shown, not compared."""
+    lines = ["## Timing", "",
+             "Training time of the runs present at both revisions, per algorithm (each run's `seconds` per seed "
+             "times its seeds, from timing.json, or metrics.json before it existed). Wall clocks measure the "
+             "machine's load as much as the method: read, not compared.", ""]
+    common = sorted(set(a.runs) & set(b.runs))
+    old, new = _training_seconds(a, common), _training_seconds(b, common)
+    rows = [[algorithm, f"{old.get(algorithm, (0, 0.0))[0]} / {new.get(algorithm, (0, 0.0))[0]}",
+             *(f"{side[algorithm][1]:.1f}" if algorithm in side else None for side in (old, new))]
+            for algorithm in sorted(set(old) | set(new))]
+    if not rows:
+        return lines + ["No timed run at both revisions.", ""]
+    return lines + _table(["algorithm", "runs timed", f"seconds ({a.rev})", f"seconds ({b.rev})"], rows) + [""]
 
 
 def tables_section(a: Snapshot, b: Snapshot) -> list[str]:
@@ -312,7 +364,8 @@ def privacy_section(a: Snapshot, b: Snapshot) -> list[str]:
 def compare_markdown(a: Snapshot, b: Snapshot) -> str:
     head = [f"# Reports: {a.rev} ({a.commit[:10]}) → {b.rev} ({b.commit[:10]})", "",
             "Read from the committed report files only (nothing re-run).", ""]
-    body = claims_section(a, b) + metrics_section(a, b) + tables_section(a, b) + privacy_section(a, b)
+    body = (claims_section(a, b) + metrics_section(a, b) + timing_section(a, b) + tables_section(a, b)
+            + privacy_section(a, b))
     return "\n".join(head + body).rstrip() + "\n"
 
 

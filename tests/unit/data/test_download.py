@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ppml.data.download import (ChecksumError, DataUnavailableError, DownloadError, download_dataset,
-                                read_status)
+from ppml.data.download import (UNAVAILABLE, ChecksumError, DataUnavailableError, DownloadError,
+                                download_dataset, read_status)
 from ppml.data.sources import DATASETS, Dataset, SourceFile
 
 REPO = Path(__file__).resolve().parents[3]
@@ -100,7 +100,7 @@ def test_mirror_copy_is_verified_and_status_written(tmp_path, xz):
     mirror = _mirror(tmp_path / "mirror", xz=xz)
     out = tmp_path / "raw" / "toy"
     status = download_dataset("toy", out, required=True, mirror=mirror, registry=_toy())
-    assert status == {"dataset": "toy", "available": True, "synthetic": False, "source": "mirror",
+    assert status == {"dataset": "toy", "available": True, "synthetic": False, "source": "registry",
                       "files": {name: _sha(data) for name, data in FILES.items()}}
     assert read_status(out) == status
     assert _all_files(out) == ["a.txt", "status.json", "sub/b.csv"]
@@ -159,30 +159,70 @@ def test_missing_optional_dataset_records_unavailable(tmp_path):
     mirror = _mirror(tmp_path / "mirror", files={"a.txt": FILES["a.txt"]})  # sub/b.csv is missing
     out = tmp_path / "raw" / "toy"
     status = download_dataset("toy", out, required=False, mirror=mirror, registry=_toy(_closed_port_url()))
-    assert status["available"] is False and status["synthetic"] is False
-    assert "sub/b.csv" in status["reason"]
+    assert status == {"dataset": "toy", "available": False, "synthetic": False,
+                      "reason": f"{UNAVAILABLE}: a.txt, sub/b.csv"}
     assert json.loads((out / "status.json").read_text()) == status
     assert _all_files(out) == ["status.json"]  # a.txt, fetched in this call, was removed again
 
 
-def test_file_without_url_is_unavailable_without_network(tmp_path):
+def _unavailable_status(tmp_path: Path, run: str, mirror: Path, url: str | None) -> bytes:
+    download_dataset("toy", tmp_path / run, required=False, mirror=mirror, registry=_toy(url))
+    return (tmp_path / run / "status.json").read_bytes()
+
+
+def test_unavailable_status_does_not_depend_on_the_machine(tmp_path, monkeypatch, server, caplog):
+    # the same empty mirror, typed relative and absolute; the network failing in three different ways
+    (tmp_path / "mirror").mkdir()
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level("WARNING", logger="ppml.data.download")
+    runs = {"relative-refused": (Path("mirror"), _closed_port_url()),
+            "absolute-refused": (tmp_path / "mirror", _closed_port_url()),
+            "absolute-404": (tmp_path / "mirror", f"{server.url}/missing"),
+            "relative-no-url": (Path("mirror"), None)}
+    statuses = {run: _unavailable_status(tmp_path, run, mirror, url) for run, (mirror, url) in runs.items()}
+    assert len(set(statuses.values())) == 1, statuses
+    text = statuses["absolute-404"].decode()
+    assert json.loads(text)["reason"] == f"{UNAVAILABLE}: a.txt, sub/b.csv"
+    for machine_dependent in (str(tmp_path), "mirror/", "127.0.0.1", "http", "404", "refused", "example.org"):
+        assert machine_dependent not in text
+    # where the files were looked for, and why that failed, is in the log instead
+    logged = caplog.text
+    assert f"no copy in mirror {tmp_path / 'mirror'}" in logged and "no copy in mirror mirror" in logged
+    assert "HTTP 404" in logged and "no direct download (see https://example.org/toy)" in logged
+
+
+def test_file_without_url_is_unavailable_without_network(tmp_path, caplog):
+    caplog.set_level("WARNING", logger="ppml.data.download")
     status = download_dataset("toy", tmp_path / "raw", required=False, mirror=None, registry=_toy())
     assert status["available"] is False
-    assert "no direct download (see https://example.org/toy)" in status["reason"]
+    assert "no direct download (see https://example.org/toy)" in caplog.text
 
 
-def test_http_download_is_verified(tmp_path, server):
+def test_origin_of_the_files_is_logged_not_recorded(tmp_path, server, caplog):
+    caplog.set_level("INFO", logger="ppml.data.download")
+    mirror = _mirror(tmp_path / "mirror")
+    by_mirror = download_dataset("toy", tmp_path / "one", required=True, mirror=mirror, registry=_toy())
+    by_url = download_dataset("toy", tmp_path / "two", required=True, registry=_toy(server.url))
+    assert by_mirror == by_url
+    assert (tmp_path / "one/status.json").read_bytes() == (tmp_path / "two/status.json").read_bytes()
+    assert "toy: all 2 files verified (from mirror)" in caplog.text
+    assert "toy: all 2 files verified (from url)" in caplog.text
+
+
+def test_http_download_is_verified(tmp_path, server, caplog):
+    caplog.set_level("INFO", logger="ppml.data.download")
     status = download_dataset("toy", tmp_path / "raw", required=True, registry=_toy(server.url))
-    assert status["source"] == "url"
+    assert status["available"] and "(from url)" in caplog.text
     assert (tmp_path / "raw/sub/b.csv").read_bytes() == FILES["sub/b.csv"]
     assert sorted(server.requests) == ["/a.txt", "/sub/b.csv"]
 
 
-def test_mirror_first_then_url(tmp_path, server):
+def test_mirror_first_then_url(tmp_path, server, caplog):
+    caplog.set_level("INFO", logger="ppml.data.download")
     mirror = _mirror(tmp_path / "mirror", files={"a.txt": FILES["a.txt"]})
     status = download_dataset("toy", tmp_path / "raw", required=True, mirror=mirror,
                               registry=_toy(server.url))
-    assert status["source"] == "mirror+url"
+    assert status["available"] and "(from mirror+url)" in caplog.text
     assert server.requests == ["/sub/b.csv"]
 
 
@@ -196,23 +236,26 @@ def test_wrong_bytes_from_url_are_an_error_even_when_optional(tmp_path):
     assert _all_files(tmp_path / "raw") == []
 
 
-def test_server_that_does_not_answer_times_out(tmp_path, server):
+def test_server_that_does_not_answer_times_out(tmp_path, server, caplog):
+    caplog.set_level("WARNING", logger="ppml.data.download")
     registry = _toy(f"{server.url}/slow")
     start = time.monotonic()
     status = download_dataset("toy", tmp_path / "raw", required=False, registry=registry, timeout=0.3)
     assert time.monotonic() - start < 5
     assert status["available"] is False
-    assert "no answer within the timeout of 0.3 s" in status["reason"]
+    assert "no answer within the timeout of 0.3 s" in caplog.text
 
 
-def test_present_verified_files_are_not_fetched_again(tmp_path, server):
+def test_present_verified_files_are_not_fetched_again(tmp_path, server, caplog):
+    caplog.set_level("INFO", logger="ppml.data.download")
     out = tmp_path / "raw"
     download_dataset("toy", out, required=True, registry=_toy(server.url))
     (out / "sub/b.csv").write_bytes(b"tampered\n")
     server.requests.clear()
+    caplog.clear()
     status = download_dataset("toy", out, required=True, registry=_toy(server.url))
     assert server.requests == ["/sub/b.csv"]  # a.txt was present and verified; the tampered file refetched
-    assert status["source"] == "present+url"
+    assert status["available"] and "(from present+url)" in caplog.text
     assert (out / "sub/b.csv").read_bytes() == FILES["sub/b.csv"]
 
 
@@ -243,7 +286,7 @@ def _mirror_root() -> Path | None:
 @pytest.mark.skipif(_mirror_root() is None, reason="no dataset mirror (set DATA_MIRROR)")
 def test_real_mirror_copy_of_arcene_matches_the_registry(tmp_path):
     status = download_dataset("arcene", tmp_path / "arcene", required=True, mirror=_mirror_root())
-    assert status["available"] and status["source"] == "mirror"
+    assert status["available"] and status["source"] == "registry"
     assert sorted(status["files"]) == sorted(f.name for f in DATASETS["arcene"].files)
 
 

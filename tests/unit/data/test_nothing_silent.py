@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from ppml.config import ParamError
 from ppml.data.download import download_dataset
 from ppml.data.normalize import HORIZONTAL, VERTICAL, block_rows, clip_rows, collapse, zscore
-from ppml.data.prepare import NormalizationError, _check_normalized, dataset_params, prepare_dataset
+from ppml.data.prepare import NormalizationError, check_normalized, dataset_params, prepare_dataset
 from ppml.data.prepared import load_prepared
 from ppml.data.readers import DataFormatError, read_libsvm, read_user_csv
 
@@ -122,9 +122,9 @@ def test_a_failed_check_names_party_row_and_column():
     X = np.array([[1.0, 2.0], [3.0, 4.0]])
     with pytest.raises(NormalizationError, match="party guest: block_rows normalization left test row with "
                                                  "id 'r2' with only zeros"):
-        _check_normalized("block_rows", X, X * [[1], [0]], ids, columns, party="guest", train=False)
+        check_normalized("block_rows", X, X * [[1], [0]], ids, columns, party="guest", train=False)
     with pytest.raises(NormalizationError, match="left column 'hours' with only zeros"):
-        _check_normalized("block_rows", X, X * [1, 0], ids, columns, party="guest", train=True)
+        check_normalized("block_rows", X, X * [1, 0], ids, columns, party="guest", train=True)
 
 
 def test_prepare_fails_naming_dataset_and_party_when_normalization_zeroes_a_row(tmp_path, monkeypatch):

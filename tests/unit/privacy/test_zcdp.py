@@ -4,8 +4,8 @@ import dp_accounting
 import pytest
 
 from ppml.privacy import zcdp
-from ppml.privacy.events import (GaussianEvent, LaplaceEvent, PrivacyEvent, SVTEvent, UnsupportedEventError,
-                                 ZCDPEvent)
+from ppml.privacy.events import (GaussianEvent, LaplaceEvent, LossShiftEvent, PrivacyEvent, PureDPEvent,
+                                 SVTEvent, UnsupportedEventError, ZCDPEvent)
 
 LOG_1E4 = math.log(1e4)  # ln(1/delta) at delta = 1e-4
 
@@ -60,10 +60,46 @@ def test_accountant_composes_per_party_and_takes_the_largest():
     acc.compose(LaplaceEvent(scale=10.0, sensitivity=1.0, party="b"), count=2)  # 2 * 0.1^2/2 = 0.01
     acc.compose(SVTEvent(c=4, eps1=0.2, eps2=0.2, party="b"))  # 4 * 0.1^2/2 = 0.02
     acc.compose(ZCDPEvent(rho=0.5, party="b"))
+    acc.compose(PureDPEvent(epsilon=0.1, count=3, party="b"))  # 3 * 0.1^2/2 = 0.015
     assert acc.rho("a") == pytest.approx(1.0)
-    assert acc.rho("b") == pytest.approx(0.53)
+    assert acc.rho("b") == pytest.approx(0.545)
     assert acc.rho() == pytest.approx(1.0)
     assert acc.epsilon(1e-4, conversion="paper") == pytest.approx(zcdp.epsilon_paper(1.0, 1e-4))
     assert acc.epsilon(1e-4) == pytest.approx(zcdp.epsilon_cks(1.0, 1e-4))
     with pytest.raises(UnsupportedEventError):
         acc.compose(PrivacyEvent(party="a"))
+
+
+def test_a_loss_shift_adds_to_xi_and_the_epsilon_not_to_rho():
+    acc = zcdp.ZCDPAccountant()
+    acc.compose(GaussianEvent(sigma=2.0, sensitivity=1.0, count=8, party="a"))  # rho 1
+    acc.compose(LossShiftEvent(epsilon=0.05, count=30, party="a"))  # xi 1.5
+    acc.compose(GaussianEvent(sigma=2.0, sensitivity=1.0, count=9, party="b"))  # rho 1.125, no xi
+    assert acc.rho("a") == pytest.approx(1.0) and acc.xi("a") == pytest.approx(1.5) and acc.xi("b") == 0.0
+    # the largest party epsilon, not the epsilon of the largest rho: a's rho 1 and xi 1.5 beat b's rho 1.125
+    assert acc.rho() == pytest.approx(1.125)
+    assert acc.epsilon(1e-4) == pytest.approx(zcdp.epsilon_cks(1.0, 1e-4) + 1.5, rel=1e-12)
+    assert acc.epsilon(1e-4, conversion="paper") == pytest.approx(zcdp.epsilon_paper(1.0, 1e-4) + 1.5)
+    assert zcdp.ZCDPAccountant().compose(LossShiftEvent(epsilon=0.2, party="c")).epsilon(1e-4) == 0.2
+    assert zcdp.ZCDPAccountant().epsilon(1e-4) == 0.0
+
+
+def renyi(alpha: float, p: list[float], q: list[float]) -> float:
+    return math.log(sum(pi ** alpha * qi ** (1 - alpha) for pi, qi in zip(p, q))) / (alpha - 1)
+
+
+def test_a_loss_shift_is_not_eps_squared_over_two_zcdp():
+    # a pair of distributions whose privacy loss is randomized response's (log-odds 3) shifted by at most
+    # s = 0.1 at each output: +s on the likely output, the small rest on the other. Its Renyi divergence
+    # grows by nearly s, more than the alpha s^2/2 a pure s-DP charge would allow (for alpha < 2/s), never
+    # more than s
+    e0, s = 3.0, 0.1
+    p = math.exp(e0) / (1 + math.exp(e0))
+    P, Q = [p, 1 - p], [1 - p, p]
+    shifted = [(1 - p) * math.exp(-s), 1 - (1 - p) * math.exp(-s)]
+    assert sum(shifted) == pytest.approx(1.0)
+    shifts = [math.log(P[i] / shifted[i]) - math.log(P[i] / Q[i]) for i in range(2)]
+    assert max(abs(x) for x in shifts) == pytest.approx(s)
+    for alpha in (1.5, 2.0, 5.0, 10.0):
+        grown = renyi(alpha, P, shifted) - renyi(alpha, P, Q)
+        assert alpha * s ** 2 / 2 < grown <= s + 1e-12

@@ -4,6 +4,8 @@ import subprocess
 import pytest
 
 from ppml.report import compare
+from ppml.report.claims import entry_kind, entry_verdict
+from ppml.timing import timing_record
 
 
 def _git(repo, *args):
@@ -45,16 +47,21 @@ def repo(tmp_path):
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "first")
     _write(repo, "reports/claims.json", [
-        {"id": "tie", "ours": "0.3900 vs 0.3900", "verdict": "NOT SHOWN", "margin": "2 SE", "pass": None},
-        {"id": "same", "ours": "a", "verdict": "FAIL", "pass": False},
-        {"id": "unchecked", "ours": "now 0.8", "verdict": "PASS", "pass": True},
-        {"id": "new", "ours": "y", "verdict": "PASS", "margin": "0.01", "pass": True},
+        {"id": "tie", "ours": "0.3900 vs 0.3900", "verdict": "NOT SHOWN", "margin": "2 SE", "pass": None,
+         "kind": "paper", "cause": "power"},
+        {"id": "same", "ours": "a", "verdict": "FAIL", "pass": False, "kind": "diagnostic"},
+        {"id": "unchecked", "ours": "now 0.8", "verdict": "PASS", "pass": True, "kind": "paper"},
+        {"id": "new", "ours": "y", "verdict": "PASS", "margin": "0.01", "pass": True, "kind": "diagnostic"},
     ])
-    # the timing field changes on the unchanged run; the other run's error and bytes change
+    # the timing field changes on the unchanged run; the other run's error and bytes change. The first commit
+    # has its timing inside metrics.json (as before timing.json), the second in timing.json
     _write(repo, "reports/runs/central-a/metrics.json",
-           _metrics("central-a", "centralized", test_error=0.20, test_logloss=0.40, seconds=9.0, epochs=10))
+           _metrics("central-a", "centralized", test_error=0.20, test_logloss=0.40, epochs=10))
+    _write(repo, "reports/runs/central-a/timing.json", timing_record("central-a", {"seconds": 9.0}))
     _write(repo, "reports/runs/ppadmm-a/metrics.json",
-           _metrics("ppadmm-a", "pp_admm", test_error=0.2375, bytes_sent=150, seconds=30.0))
+           _metrics("ppadmm-a", "pp_admm", test_error=0.2375, bytes_sent=150, seeds=2))
+    _write(repo, "reports/runs/ppadmm-a/timing.json",
+           timing_record("ppadmm-a", {"seconds": 30.0, "seconds_mean": 30.0, "seconds_std": 2.0}))
     (repo / "reports/runs/old-run/metrics.json").unlink()
     _write(repo, "reports/runs/new-run/metrics.json", _metrics("new-run", "fdml", test_error=0.1))
     _write(repo, "reports/tables/baselines.md", "| a |\n|---|\n| 2 |\n")
@@ -67,27 +74,40 @@ def repo(tmp_path):
     return repo
 
 
-def test_verdict_reads_both_claim_formats():
-    assert compare.verdict({"pass": True}) == "PASS"
-    assert compare.verdict({"pass": False}) == "FAIL"
-    assert compare.verdict({"pass": None}) == "NOT CHECKED"
-    assert compare.verdict({"verdict": "NOT SHOWN", "pass": None}) == "NOT SHOWN"
+def test_verdict_and_kind_read_every_ledger_format():
+    assert entry_verdict({"pass": True}) == "PASS"
+    assert entry_verdict({"pass": False}) == "FAIL"
+    assert entry_verdict({"pass": None}) == "NOT CHECKED"
+    assert entry_verdict({"verdict": "NOT SHOWN", "pass": None}) == "NOT SHOWN"
+    assert entry_kind({"verdict": "PASS"}) == "paper" and entry_kind({"kind": "diagnostic"}) == "diagnostic"
 
 
 def test_compare_two_commits(repo, capsys):
     assert compare.main(["HEAD~1", "HEAD", "--repo", str(repo)]) == 0
     out = capsys.readouterr().out
     assert "2 verdict changes, 1 claims added, 1 removed (4 → 4 claims)" in out
-    assert "| tie | PASS → NOT SHOWN | 0.3900 vs 0.3900 | 0.3900 vs 0.3900 |" in out
-    assert "| unchecked | NOT CHECKED → PASS | not run | now 0.8 |" in out
-    assert "| same |" not in out  # FAIL in both formats: unchanged
-    assert "| new | PASS | y | 0.01 |" in out
-    assert "| gone | PASS | x |" in out
+    # the old ledger has no kinds: its entries count as paper claims
+    assert "- HEAD~1: 4 paper claims: 2 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED; 0 diagnostics" in out
+    assert "- HEAD: 2 paper claims: 1 PASS, 0 FAIL, 1 NOT SHOWN, 0 NOT CHECKED; 2 diagnostics" in out
+    changed, added, removed = (out.split(f"### {t}\n")[1].split("###")[0] for t in ("Verdict changed", "Added",
+                                                                                     "Removed"))
+    assert "| tie | paper | PASS | NOT SHOWN | power | 0.3900 vs 0.3900 | 0.3900 vs 0.3900 |" in changed
+    assert "| unchecked | paper | NOT CHECKED | PASS | — | not run | now 0.8 |" in changed
+    assert "| same |" not in changed  # FAIL in both formats: its verdict did not move
+    assert "| new | diagnostic | — | PASS | — | — | y |" in added
+    assert "| gone | paper | PASS | — | — | x | — |" in removed
+    assert "| same | paper | diagnostic | FAIL |" in out.split("### Kind changed, verdict not\n")[1]
     # metrics: only the changed headline fields of the run present at both revisions; never timing
     assert "### pp_admm" in out and "### centralized" not in out
     assert "| ppadmm-a | test_error | 0.2500 | 0.2375 | -0.0125 |" in out
     assert "| ppadmm-a | bytes_sent | 100 | 150 | +50 |" in out
-    assert "seconds |" not in out
+    assert "| seconds |" not in out and "| seconds_std |" not in out
+    # timing apart, from metrics.json at the first commit and timing.json at the second (seconds x seeds)
+    assert "| centralized | 1 / 1 | 1.0 | 9.0 |" in out
+    assert "| pp_admm | 1 / 1 | 3.0 | 60.0 |" in out
+    first, second = compare.load(repo, ["HEAD~1", "HEAD"])
+    assert first.timing["central-a"] == {"seconds": 1.0} and "seconds" not in first.runs["central-a"]
+    assert second.timing["ppadmm-a"]["seconds_std"] == 2.0
     assert "2 runs at both revisions: 1 changed, 1 unchanged." in out
     assert "Runs added (1): `new-run`" in out and "Runs removed (1): `old-run`" in out
     assert "| baselines.md | changed | 1 | 1 |" in out and "| fdml.md | added |" in out

@@ -5,17 +5,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ppml.data.download import UNAVAILABLE
 from ppml.report.readme import END, START, main, refresh, slug
+from ppml.timing import is_timing, timing_record
 
 REPO = Path(__file__).resolve().parents[3]
-WHY = ("gisette_train.data: no copy in mirror ../shared/datasets; https://example.org/gisette_train.data: "
-       "[Errno -2] Name or service not known")
+WHY = f"{UNAVAILABLE}: gisette_train.data, gisette_train.labels"  # as the download stage records it
 NOT_RUN = f"not run: data unavailable ({WHY})"
 
 
 def _run(reports: Path, name: str, *, split: bool = True, history: list | None = None, **fields) -> None:
-    """A run directory as the train stage writes it: run.json (what it was) + metrics.json (numbers), or the
-    older single metrics.json."""
+    """A run directory as the train stage writes it: run.json (what it was) + metrics.json (numbers) +
+    timing.json (clocks), or the older single metrics.json with everything in it."""
     d = reports / "runs" / name
     d.mkdir(parents=True)
     strings = {k: v for k, v in fields.items() if isinstance(v, str)}
@@ -23,7 +24,9 @@ def _run(reports: Path, name: str, *, split: bool = True, history: list | None =
     numbers = {k: v for k, v in fields.items() if not isinstance(v, str)}
     if split:
         (d / "run.json").write_text(json.dumps(described))
-        (d / "metrics.json").write_text(json.dumps(numbers))
+        (d / "metrics.json").write_text(json.dumps({k: v for k, v in numbers.items() if not is_timing(k)}))
+        (d / "timing.json").write_text(json.dumps(timing_record(name, {k: v for k, v in numbers.items()
+                                                                       if is_timing(k)})))
     else:
         (d / "metrics.json").write_text(json.dumps({**described, **numbers}))
     if history is not None:
@@ -46,11 +49,15 @@ def reports(tmp_path):
                   [{"epoch": 10, "test_auc": 0.90}, {"epoch": 11, "test_auc": 0.2}]])
     (reports / "claims.json").write_text(json.dumps([
         {"paper": "baselines", "statement": "tie", "ours": "0.39 vs 0.39", "verdict": "NOT SHOWN",
-         "margin": "0.013 = 2 SE", "pass": None},
-        {"paper": "baselines", "statement": "old", "ours": "x", "pass": True},  # before verdicts: a boolean
+         "margin": "0.013 = 2 SE", "pass": None, "kind": "diagnostic"},
+        {"paper": "baselines", "statement": "old", "ours": "x", "pass": True},  # before verdicts and kinds
         {"paper": "baselines", "statement": "gisette helps", "ours": f"centralized-gisette: {NOT_RUN}",
-         "verdict": "NOT CHECKED", "margin": ""},
-        {"paper": "fdml", "statement": "fdml wins", "ours": "y", "verdict": "FAIL", "margin": "m"},
+         "verdict": "NOT CHECKED", "margin": "", "kind": "paper", "source": "ADMM sharing paper, Fig. 3(b)"},
+        {"id": "fdml-wins", "paper": "fdml", "statement": "fdml wins", "ours": "y", "verdict": "FAIL",
+         "margin": "m", "kind": "paper", "source": "FDML paper, Table I", "cause": "property",
+         "explanation": "The old own term slows it.", "evidence": ["reports/tables/fdml_table1.md"]},
+        {"id": "fdml-ok", "paper": "fdml", "statement": "fdml ok", "ours": "y", "verdict": "PASS",
+         "margin": "m", "kind": "paper", "source": "FDML paper, Fig. 2"},
         {"paper": "someone_new", "statement": "new paper's claim", "ours": "z", "verdict": "PASS",
          "margin": ""},
     ]))
@@ -91,40 +98,54 @@ def test_readme_gets_one_row_per_paper_with_the_majority_class_beside_error_rate
     baselines = next(r for r in rows.values() if "**Baselines**" in r)
     cells = [c.strip() for c in baselines.strip("|").split(" | ")]
     assert "a9a 0.1499 / 0.1627" in cells[1] and "a9a 0.2361" in cells[2]  # error, and majority beside it
-    assert cells[3] == "1 PASS, 1 NOT SHOWN, 1 NOT CHECKED"
+    assert cells[3] == "paper claims: 1 PASS, 1 NOT CHECKED; 1 diagnostic"
     assert "[full results](docs/results.md#baselines)" in cells[4]
     assert "[baselines](reports/tables/baselines.md)" in cells[4]
     pp = next(r for r in rows.values() if "**PP-ADMM" in r)
     assert "PP-ADMM 0.2520" in pp and "| Adult 0.2512 |" in pp
     fdml = next(r for r in rows.values() if "**FDML**" in r)
     assert "LR 0.8500 / — / —" in fdml  # mean of the two seeds at epoch 10, not the final 0.99
-    assert "All 5 claims: 2 PASS, 1 FAIL, 1 NOT SHOWN, 1 NOT CHECKED" in text
+    assert "All claims: 5 paper claims: 3 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED; 1 diagnostics" in text
+    # the causes, counted per paper, and the generated "What reproduces", from the paper claims only
+    section = _section(text)
+    assert "| paper | property | reading | data | power | FAIL or NOT SHOWN |" in section
+    assert "| FDML | 1 | 0 | 0 | 0 | 1 |" in section
+    reproduces = section.split("**What reproduces and what does not**")[1]
+    assert ("- **FDML**: 1 of 2 paper claims pass. reproduced: Fig. 2 [ok]. FAIL (1): Table I [wins] — property: The old own "
+            "term slows it.") in reproduces
+    assert "**Baselines**" not in reproduces
 
 
 def test_results_page_holds_every_claim_table_and_figure_under_its_paper(reports, readme, tmp_path):
     refresh(readme, reports)
     page = (tmp_path / "docs" / "results.md").read_text()
     headings = [line for line in page.splitlines() if line.startswith("#")]
-    claims = "### Claims (1 PASS, 1 NOT SHOWN, 1 NOT CHECKED)"
-    assert headings.index("## Baselines") < headings.index(claims) < headings.index("### Baselines") \
-        < headings.index("## ADMM sharing")
+    papers, diagnostics = "### Paper claims (1 PASS, 1 NOT CHECKED)", "### Diagnostics (1 NOT SHOWN)"
+    assert headings.index("## Baselines") < headings.index(papers) < headings.index(diagnostics) \
+        < headings.index("### Baselines") < headings.index("## ADMM sharing")
+    assert headings.index("## Why paper claims do not pass") < headings.index("## Baselines")
+    assert "**5 paper claims: 3 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED; 1 diagnostics**" in page
+    assert ("| fdml-wins | FAIL | property | The old own term slows it. | "
+            "[reports/tables/fdml_table1.md](../reports/tables/fdml_table1.md) |") in page
     assert "#### adult" in headings  # a table's own subheadings move down with it
     assert headings.index("## FDML") < headings.index("### FDML: Table I analogue")  # headless table's title
-    assert headings[-3:] == ["## Other results", "### Claims (1 PASS)", "### Something new"]  # none dropped
+    assert headings[-3:] == ["## Other results", "### Paper claims (1 PASS)", "### Something new"]  # none dropped
     assert "| tie | 0.39 vs 0.39 | 0.013 = 2 SE | NOT SHOWN |" in page
-    assert "| old | x | — | PASS |" in page
-    assert "| new paper's claim | z | — | PASS |" in page.split("## Other results")[1]
+    assert "| old | — | x | — | PASS |" in page
+    assert "| new paper's claim | — | z | — | PASS |" in page.split("## Other results")[1]
     assert "![fdml_curves](../reports/plots/fdml_curves.png)" in page.split("\n## FDML\n")[1]
 
 
 def test_why_a_dataset_is_missing_is_said_once_in_each_file(reports, readme, tmp_path):
     refresh(readme, reports)
     page = (tmp_path / "docs" / "results.md").read_text()
-    for text in (readme.read_text(), page):
-        assert text.count("Name or service not known") == 1
-        assert "**Not run: gisette** (2 runs, data unavailable)" in text
+    for text, where in ((readme.read_text(), "in [docs/results.md](docs/results.md)"), (page, "below")):
+        assert text.count(WHY) == 1
+        assert (f"**Not run: gisette** (2 runs, data unavailable): {WHY}. Their rows and claims {where} say "
+                "only \"not run: data unavailable\".") in text.splitlines()
     assert "| centralized-gisette | not run: data unavailable |" in page
-    assert "| gisette helps | centralized-gisette: not run: data unavailable | — | NOT CHECKED |" in page
+    assert ("| gisette helps | ADMM sharing paper, Fig. 3(b) | centralized-gisette: not run: data unavailable | — "
+            "| NOT CHECKED |") in page
 
 
 def test_every_link_resolves_and_every_anchor_is_a_heading(reports, readme, tmp_path):
@@ -203,11 +224,14 @@ def test_training_times_are_summed_from_the_runs_own_clocks(tmp_path):
 
     reports = tmp_path / "reports"
     _run(reports, "centralized-a", algorithm="centralized", seconds=30.0)
-    _run(reports, "local-a", algorithm="local", seconds=30.0, seeds=2)
+    _run(reports, "local-a", split=False, algorithm="local", seconds=30.0, seeds=2)  # before timing.json
     _run(reports, "fdml-a", algorithm="fdml", seconds=120.0, seeds=3)
     _run(reports, "paillier_sgd-a", algorithm="paillier_sgd", seconds=600.0, encrypted=True)
     _run(reports, "paillier_sqn-a-plain", algorithm="paillier_sqn", seconds=60.0, encrypted=False)
     _run(reports, "gone", algorithm="fdml", status=NOT_RUN)  # no clock: left out
+    read = Reports(reports)
+    assert read.timing["local-a"] == {"seconds": 30.0} and read.timing["centralized-a"] == {"seconds": 30.0}
+    assert "seconds" not in read.runs["local-a"] and "seconds" not in read.runs["centralized-a"]
     assert training_times(Reports(reports)) == [("baselines", 1.5), ("FDML", 6.0), ("Paillier, plaintext", 1.0),
                                                 ("Paillier, encrypted", 10.0)]
 

@@ -18,26 +18,39 @@ def _claims(tmp_path, central, local):
 
 
 @pytest.mark.parametrize("local_logloss, expected", [
-    (0.39006, NOT_SHOWN),  # adult's 6e-5 tie: far inside 2 SE = 2 * sqrt(2 * 0.36 / 10000) = 0.017
+    (0.39006, NOT_SHOWN),  # adult's 6e-5 tie: far inside 1.96 * sqrt(2 * 0.36 / 10000) = 0.0166
     (0.40, NOT_SHOWN),
     (0.42, PASS),
     (0.36, FAIL),
 ])
-def test_collaboration_needs_more_than_two_standard_errors(tmp_path, local_logloss, expected):
+def test_collaboration_needs_more_than_the_welch_half_width(tmp_path, local_logloss, expected):
     claims = _claims(tmp_path, _run("centralized-ds", "centralized", test_logloss=0.39, test_error=0.18),
                      _run("local-ds", "local", test_logloss=local_logloss, test_error=0.18))
     claim = claims["baselines-ds-collaboration-helps"]
-    assert claim.verdict == expected
-    assert claim.margin.startswith("1.70e-02 = 2 SE")
+    assert claim.verdict == expected and claim.kind == "diagnostic" and claim.paper == "baselines"
+    assert claim.margin.startswith("±0.0166 = Welch t") and "bounds the paired half-width" in claim.margin
 
 
-@pytest.mark.parametrize("error, expected", [(0.18, PASS), (0.245, NOT_SHOWN), (0.30, FAIL)])
-def test_centralized_must_beat_the_majority_class_by_a_margin(tmp_path, error, expected):
-    claims = _claims(tmp_path, _run("centralized-ds", "centralized", test_logloss=0.39, test_error=error),
+def test_collaboration_on_a9a_is_the_admm_sharing_papers_claim(tmp_path):
+    central = _run("centralized-a9a", "centralized", test_logloss=0.39, test_error=0.18)
+    local = _run("local-a9a", "local", test_logloss=0.36, test_error=0.18)
+    for run in (central, local):
+        run.metrics["dataset"] = run.params["dataset"] = "a9a"
+    claim = _claims(tmp_path, central, local)["baselines-a9a-collaboration-helps"]
+    assert claim.kind == "paper" and claim.paper == "admm_sharing" and "Fig. 3(a)" in claim.source
+    assert claim.verdict == FAIL and claim.cause == "property"
+    assert claim.evidence == ("reports/tables/baselines.md", "reports/runs/centralized-a9a", "reports/runs/local-a9a")
+
+
+@pytest.mark.parametrize("auc, expected", [(0.8, PASS), (0.51, NOT_SHOWN), (0.45, FAIL)])
+def test_centralized_must_rank_better_than_the_majority_class(tmp_path, auc, expected):
+    claims = _claims(tmp_path, _run("centralized-ds", "centralized", test_logloss=0.39, test_error=0.18,
+                                    test_auc=auc),
                      _run("local-ds", "local", test_logloss=0.5, test_error=0.2))
     claim = claims["baselines-ds-beats-majority-class"]
-    assert claim.verdict == expected
-    assert "vs majority class 0.2500" in claim.ours
+    assert claim.verdict == expected and claim.kind == "diagnostic"
+    assert "vs majority class 0.2500" in claim.ours and "Hanley-McNeil" in claim.margin
+    assert "2500 + 7500 test rows" in claim.margin  # 25 % of 10 000 rows in the minority class
 
 
 def test_old_metrics_without_the_spread_are_not_checked(tmp_path):

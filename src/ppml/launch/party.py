@@ -10,10 +10,10 @@ it saw into its output directory:
   certificate presented (``presented``: identity, issuer, sha256 fingerprint), what it sent
   (messages, bytes, ciphertexts, per tag) and what it received;
 - where its program returns the run's history (the label holder, the evaluator, FDML's server):
-  ``history.json`` and ``metrics.json`` of its own records. The run's privacy ledger and the other parties'
-  facts stay with them: ``run.json`` says ``assembled: false``. (The train stage with ``transport: grpc``
-  starts every party on this machine and assembles the whole run, as for every transport;
-  :mod:`ppml.network.local`.)
+  ``history.json``, ``metrics.json`` and ``timing.json`` (its clocks, :mod:`ppml.timing`) of its own
+  records. The run's privacy ledger and the other parties' facts stay with them: ``run.json`` says
+  ``assembled: false``. (The train stage with ``transport: grpc`` starts every party on this machine and
+  assembles the whole run, as for every transport; :mod:`ppml.launch.local`.)
 
 Links agree on a session (the experiment name, a digest of its block and the seed, and the seed index) and on
 the public facts of the prepared data (:func:`data_facts`: the parties' columns and row counts, the split, the
@@ -34,10 +34,12 @@ from typing import Any
 
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.io import read_json, write_json
+from ppml.network import grpc_links, tls_links  # noqa: F401 - they register the carriers ``links`` may name
 from ppml.network.endpoint import DEFAULT_TIMEOUT
 from ppml.network.links import CONNECT_TIMEOUT, make_links, run_program
 from ppml.network.peer import PeerNetwork
 from ppml.network.peers import load_peers
+from ppml.timing import is_timing, timing_record
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +229,11 @@ def _write(out: Path, experiment: str, block: dict[str, Any], party: str, output
                                       "and the other parties' facts stay with them"})
         finals = [{k: v for k, v in h.final.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} for h in histories]
-        write_json(out / "metrics.json", {k: sum(f[k] for f in finals) / len(finals)
-                                          for k in finals[0] if all(k in f for f in finals)})
+        means = {k: sum(f[k] for f in finals) / len(finals) for k in finals[0] if all(k in f for f in finals)}
+        # clocks apart from results, as the train stage writes them (ppml.timing)
+        write_json(out / "timing.json", timing_record(experiment, {k: v for k, v in means.items() if is_timing(k)},
+                                                      transport="grpc"))
+        write_json(out / "metrics.json", {k: v for k, v in means.items() if not is_timing(k)})
 
 
 def _finished(result: dict[str, Any]) -> Any:

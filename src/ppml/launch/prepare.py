@@ -51,10 +51,11 @@ from ppml.data import readers
 from ppml.data.align import AlignmentError, align_as_holder, align_as_member
 from ppml.data.normalize import VERTICAL, ZSCORE_BOUND, NotZScoredError
 from ppml.data.partition import Table, stratified_test_mask, vertical_holdings
-from ppml.data.prepare import (DatasetParams, NormalizationError, _check_normalized, _remove_stale_staging,
-                               _staging_dir, _write, dataset_params)
+from ppml.data.prepare import (DatasetParams, NormalizationError, check_normalized, dataset_params,
+                               remove_stale_staging, staging_dir, write_shard)
 from ppml.data.prepared import MANIFEST
 from ppml.io import write_json
+from ppml.network import tls_links  # noqa: F401 - it registers the carrier these links use
 from ppml.network.endpoint import DEFAULT_TIMEOUT, Endpoint
 from ppml.network.links import CONNECT_TIMEOUT, make_links, run_program
 from ppml.network.peer import PeerNetwork
@@ -171,8 +172,8 @@ def _normalized(params: DatasetParams, name: str, columns: tuple[str, ...], X: n
             f"party {name}: fate_zscore keeps the values as given, so they must be z-scores already, but column "
             f"{columns[exc.column]!r} holds {exc.value:g}, beyond {ZSCORE_BOUND:.0f}: these data are not "
             "z-scored; choose normalize: zscore_block_rows, or scale the file") from None
-    _check_normalized(params.normalize, raw_train, X_train, ids[~test], columns, party=name, train=True)
-    _check_normalized(params.normalize, raw_test, X_test, ids[test], columns, party=name, train=False)
+    check_normalized(params.normalize, raw_train, X_train, ids[~test], columns, party=name, train=True)
+    check_normalized(params.normalize, raw_test, X_test, ids[test], columns, party=name, train=False)
     return X_train, X_test
 
 
@@ -207,7 +208,7 @@ def party_program(endpoint: Endpoint, _: Any, *, key: str, params: DatasetParams
     party = Party(name=me, columns=own.columns, ids=aligned[~test], X=X_train,
                   y=None if labels is None else labels[~test], test_ids=aligned[test], X_test=X_test,
                   y_test=None if labels is None else labels[test])
-    entry = _write(staging, party, rows_before=len(rows), rows_after=len(entities))
+    entry = write_shard(staging, party, rows_before=len(rows), rows_after=len(entities))
     facts = {"entry": entry, "traffic": list(_traffic(network)), "aligned": ids_digest(aligned)}
     if me != holder:
         endpoint.send(holder, "prepared_entry", facts)
@@ -320,14 +321,14 @@ def prepare_party(*, dataset: str, party: str, raw_file: str | Path | None, peer
     edges = {frozenset((params.label_holder, n)) for n in names if n != params.label_holder}
     peers = load_peers(peers_file, party, names)
     out = Path(out_dir) if out_dir is not None else Path("data/prepared") / dataset
-    _remove_stale_staging(out)
+    remove_stale_staging(out)
     net = PeerNetwork(party, names, edges, timeout)
     links = make_links("tls", net, peers.credentials, peers.identities, listen=peers.listen,
                        session=session_of_prepare(dataset, section(params_doc, f"datasets.{dataset}"), seed, holding),
                        pairs=edges, connect_timeout=connect_timeout)
     log.info("prepare %s: party %s (%d rows of %s) listening at %s; linking to %s", dataset, party, len(own.ids),
              own.file, links.address, ", ".join(f"{n}@{a}" for n, a in peers.addresses.items()))
-    with _staging_dir(out) as staging:
+    with staging_dir(out) as staging:
         try:
             links.connect(peers.addresses)
         except BaseException as exc:

@@ -43,7 +43,8 @@ from typing import Any, Iterator
 
 from ppml.config import ParamError
 from ppml.data.prepared import ShardError
-from ppml.network.endpoint import MAX_TIMEOUT, Message, Network
+from ppml.network import grpc_links, tls_links  # noqa: F401 - they register the carriers ``links`` may name
+from ppml.network.endpoint import MAX_TIMEOUT, Network
 from ppml.network.errors import ProtocolError
 from ppml.network.links import CONNECT_TIMEOUT as LINK_TIMEOUT
 from ppml.network.links import make_links, run_program
@@ -115,10 +116,10 @@ class _PartyActor:
 
 
 def _facts_at(manifest: str | None) -> dict[str, Any] | None:
-    """The public facts (:func:`ppml.network.party.data_facts`) of the manifest at path `manifest`; None when
+    """The public facts (:func:`ppml.launch.party.data_facts`) of the manifest at path `manifest`; None when
     there is none (a path not given, or no such file on this node)."""
     from ppml.io import read_json
-    from ppml.network.party import data_facts
+    from ppml.launch.party import data_facts
 
     if manifest is None or not os.path.isfile(manifest):
         return None

@@ -1,0 +1,122 @@
+"""The ledger's margins: Student t for few seeds, paired where arms share seeds, the sampling error of a
+difference from a published number, DeLong against a brute-force reference."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ppml.report.base import FAIL, NOT_CHECKED, NOT_SHOWN, PASS, compare
+from ppml.report import stats
+
+
+def test_three_seeds_that_pass_a_2se_z_rule_are_not_shown_under_t2():
+    diffs = [0.5, 1.0, 1.5]  # mean 1.0, SE 0.289: 2 SE = 0.577 < 1.0, but t(2) x SE = 1.24 > 1.0
+    se = np.std(diffs, ddof=1) / math.sqrt(3)
+    assert compare(np.mean(diffs), 2 * se) == PASS  # the old rule
+    est = stats.seed_mean(diffs)
+    assert est.value == pytest.approx(1.0)
+    assert est.half_width == pytest.approx(4.302653 * se, rel=1e-6)
+    assert stats.verdict(est.value, est.half_width, stats.GREATER) == NOT_SHOWN
+    assert "t(2)" in est.text and "3 seeds" in est.text
+
+
+def test_one_seed_is_never_pass():
+    est = stats.seed_mean([0.9])
+    assert math.isinf(est.half_width) and "1 seed" in est.text
+    assert stats.verdict(est.value, est.half_width, stats.GREATER) == NOT_SHOWN
+    d = stats.paired([0.9], [0.1])
+    assert stats.verdict(d.value, d.half_width, stats.GREATER) == NOT_SHOWN
+    w = stats.unpaired([0.9], [0.1, 0.2])
+    assert stats.verdict(w.value, w.half_width, stats.GREATER) == NOT_SHOWN
+
+
+def test_paired_decides_where_unpaired_cannot_on_shared_seeds():
+    # five seeds whose level varies far more than the effect; both arms share each seed's level
+    level = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    a = level + 0.1 + np.array([0.01, -0.01, 0.0, 0.005, -0.005])
+    b = level
+    p, u = stats.paired(a, b), stats.unpaired(a, b)
+    assert p.value == pytest.approx(0.1) and u.value == pytest.approx(0.1)
+    assert p.half_width < 0.02 < 1.0 < u.half_width
+    assert stats.verdict(p.value, p.half_width, stats.GREATER) == PASS
+    assert stats.verdict(u.value, u.half_width, stats.GREATER) == NOT_SHOWN
+    assert "paired t(4)" in p.text and "Welch" in u.text
+
+
+def test_welch_matches_scipy():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.0, 1.0, 6), rng.normal(0.5, 3.0, 4)
+    est = stats.unpaired(a, b)
+    from scipy import stats as st
+
+    res = st.ttest_ind(a, b, equal_var=False)
+    ci = res.confidence_interval(0.95)
+    assert est.half_width == pytest.approx((ci.high - ci.low) / 2, rel=1e-9)
+
+
+def test_verdict_directions_and_edges():
+    assert stats.verdict(-0.3, 0.1, stats.LESS) == PASS
+    assert stats.verdict(0.3, 0.1, stats.LESS) == FAIL
+    assert stats.verdict(0.05, 0.1, stats.LESS) == NOT_SHOWN
+    assert stats.verdict(math.nan, 0.1, stats.GREATER) == NOT_CHECKED
+    with pytest.raises(ValueError, match="direction"):
+        stats.verdict(0.1, 0.1, "up")
+    with pytest.raises(ValueError, match="aligned pairs"):
+        stats.paired([1, 2, 3], [1, 2])
+
+
+def test_against_published_uses_the_sampling_error_of_the_difference():
+    # one AUC on 5,880 rows: a tolerance rule tighter than its sampling error cannot pass; this one can
+    se = stats.auc_se(0.75, 1470, 4410)
+    est = stats.against_published([0.735], 0.75, se_metric=se)
+    assert est.half_width == pytest.approx(1.959964 * math.sqrt(2) * se, rel=1e-6)
+    assert stats.matches(est.value, est.half_width, tolerance=0.01) == PASS
+    assert stats.matches(-0.08, est.half_width, tolerance=0.01) == FAIL
+    assert "cannot be resolved" in est.text
+    exact = stats.against_published([0.735], 0.75, se_published=0.0, se_metric=se)
+    assert exact.half_width < est.half_width
+    nothing = stats.against_published([0.735], 0.75)
+    assert math.isinf(nothing.half_width) and stats.matches(nothing.value, nothing.half_width) == NOT_SHOWN
+
+
+def test_against_published_with_seeds_adds_seed_and_row_terms():
+    est = stats.against_published([0.80, 0.82, 0.81], 0.80, se_published=0.0, se_metric=0.0)
+    assert est.half_width == pytest.approx(stats.seed_mean([0.80, 0.82, 0.81]).half_width)
+
+
+def test_sampling_errors():
+    assert stats.proportion_se(0.5, 100) == pytest.approx(0.05)
+    # Hanley-McNeil at AUC 0.5 with equal classes of n: about sqrt((n + 1) / (12 n^2)) * ... check symmetry
+    assert stats.auc_se(0.8, 100, 300) > stats.auc_se(0.8, 1000, 3000)
+    with pytest.raises(ValueError, match="both classes"):
+        stats.auc_se(0.8, 0, 10)
+
+
+def _auc(y, s):
+    pos, neg = s[y == 1][:, None], s[y == 0][None, :]  # every positive against every negative, ties half
+    return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
+
+
+def test_delong_difference_and_its_se_against_a_bootstrap():
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, 300)
+    common = rng.normal(0, 1, 300)
+    a = y * 1.0 + common + rng.normal(0, 0.5, 300)
+    b = y * 0.6 + common + rng.normal(0, 0.5, 300)
+    est = stats.delong(y, a, b)
+    assert est.value == pytest.approx(_auc(y, a) - _auc(y, b))
+    boots = []
+    for _ in range(300):
+        i = rng.integers(0, 300, 300)
+        boots.append(_auc(y[i], a[i]) - _auc(y[i], b[i]))
+    assert est.half_width / 1.96 == pytest.approx(np.std(boots), rel=0.25)
+
+
+def test_unpaired_summary_is_welch_from_the_summaries():
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(0.3, 0.6, 400), rng.normal(0.35, 0.5, 300)
+    direct = stats.unpaired(a, b)
+    summary = stats.unpaired_summary(a.mean(), a.std(ddof=1), 400, b.mean(), b.std(ddof=1), 300)
+    assert summary.value == pytest.approx(direct.value) and summary.half_width == pytest.approx(direct.half_width)
+    assert math.isinf(stats.unpaired_summary(0.3, 0.1, 1, 0.2, 0.1, 5).half_width)
