@@ -16,24 +16,13 @@ from ppml.history import ConvergenceWarning
 from ppml.io import save_party
 from ppml.launch.ray_runner import run_ray
 from ppml.network import Network, ProtocolError
-from ppml.parties import Party
+from tests.algorithms.vertical_data import vertical
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
 def vertical_parties(rng, *, n=240, n_test=80, widths=(6, 5, 4)):
-    X = rng.normal(size=(n + n_test, sum(widths)))
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    y = (rng.random(n + n_test) < 1 / (1 + np.exp(-4 * X @ rng.normal(size=X.shape[1])))).astype(np.int8)
-    ids = np.array([f"e{i}" for i in range(n + n_test)])
-    parties, start = [], 0
-    for k, w in enumerate(widths):
-        block = X[:, start:start + w]
-        start += w
-        holder = k == 0
-        parties.append(Party(f"party{k + 1}", tuple(f"f{start - w + j}" for j in range(w)), ids[:n], block[:n],
-                             y[:n] if holder else None, ids[n:], block[n:], y[n:] if holder else None))
-    return parties
+    return vertical(rng, n=n, n_test=n_test, widths=widths)
 
 
 def save_shards(parties, directory, evaluation=None):

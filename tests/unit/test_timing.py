@@ -18,6 +18,7 @@ from ppml.io import save_party, write_json
 from ppml.parties import Party
 from ppml.timing import MEASURED, SIMULATED, TIMING, basis, is_timing, timing_record
 from tests.algorithms.horizontal_data import horizontal
+from tests.algorithms.vertical_data import vertical
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,17 +44,7 @@ HORIZONTAL = {  # ... and of every horizontal one (delta below 1/n = 1/120)
 
 
 def _vertical(rng: np.random.Generator, *, n: int = 120, n_test: int = 60, widths=(4, 3)) -> list[Party]:
-    X = rng.normal(size=(n + n_test, sum(widths)))
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    y = (rng.random(n + n_test) < 1 / (1 + np.exp(-4 * X @ rng.normal(size=X.shape[1])))).astype(np.int8)
-    ids = np.array([f"e{i}" for i in range(n + n_test)])
-    parties, start = [], 0
-    for k, w in enumerate(widths):
-        block, start = X[:, start:start + w], start + w
-        holder = k == 0
-        parties.append(Party(f"party{k + 1}", tuple(f"f{start - w + j}" for j in range(w)), ids[:n], block[:n],
-                             y[:n] if holder else None, ids[n:], block[n:], y[n:] if holder else None))
-    return parties
+    return vertical(rng, n=n, n_test=n_test, widths=widths)
 
 
 def _write(directory: Path, parties: list[Party], evaluator: Party | None) -> Path:

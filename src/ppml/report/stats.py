@@ -256,12 +256,9 @@ def verdict(difference: float, half_width: float, direction: str) -> str:
     (fewer than 2 seeds: no variance to test against) is NOT SHOWN; a nan difference is NOT CHECKED."""
     if direction not in (GREATER, LESS):
         raise ValueError(f"direction must be {GREATER!r} or {LESS!r}, got {direction!r}")
-    if half_width < 0:
-        raise ValueError(f"half_width must be >= 0, got {half_width}")
-    if math.isnan(difference):
-        return NOT_CHECKED
-    if math.isnan(half_width) or math.isinf(half_width):
-        return NOT_SHOWN
+    undecided = _undecided(difference, half_width)
+    if undecided:
+        return undecided
     d = difference if direction == GREATER else -difference
     return PASS if d > half_width else FAIL if d < -half_width else NOT_SHOWN
 
@@ -272,10 +269,19 @@ def matches(difference: float, half_width: float, tolerance: float = 0.0) -> str
     beyond. An infinite or nan half-width is NOT SHOWN (nothing resolvable); a nan difference NOT CHECKED."""
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    undecided = _undecided(difference, half_width)
+    if undecided:
+        return undecided
+    return PASS if abs(difference) <= tolerance + half_width else FAIL
+
+
+def _undecided(difference: float, half_width: float) -> str | None:
+    """NOT CHECKED for a nan difference, NOT SHOWN for a half-width that cannot decide (nan or infinite),
+    else None; a negative half-width is an error."""
     if half_width < 0:
         raise ValueError(f"half_width must be >= 0, got {half_width}")
     if math.isnan(difference):
         return NOT_CHECKED
     if math.isnan(half_width) or math.isinf(half_width):
         return NOT_SHOWN
-    return PASS if abs(difference) <= tolerance + half_width else FAIL
+    return None
