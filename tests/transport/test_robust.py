@@ -30,7 +30,7 @@ from test_links import connect_all
 ROOT = Path(__file__).resolve().parents[2]
 
 FLOOD = textwrap.dedent("""
-    import logging, resource, sys, threading, time
+    import logging, os, resource, sys, threading, time
     from ppml.network import grpc_links, tls_links  # they register the carriers make_links opens
     from ppml.network.links import make_links
     from ppml.network.peer import PeerNetwork
@@ -50,7 +50,7 @@ FLOOD = textwrap.dedent("""
     nets = {n: PeerNetwork(n, names, None, 30.0) for n in names}
     links = {n: make_links(carrier, nets[n], credentials[n], {m: m for m in names if m != n},
                            listen="127.0.0.1:0", session="flood", connect_timeout=60.0) for n in names}
-    open_now = len(__import__("os").listdir("/proc/self/fd"))
+    open_now = len(os.listdir("/proc/self/fd"))
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 64, hard))
     fillers = []
@@ -69,6 +69,18 @@ FLOOD = textwrap.dedent("""
         f.close()
     print("freed", flush=True)
     sys.stdin.readline()  # the flood closed its connections
+    # the listener drains what the flood left in its backlog (it accepts, reads end of file, closes); 'a' dials
+    # from this same process, so it waits for that progress rather than racing the listener for descriptors
+    def held():
+        try:
+            return len(os.listdir("/proc/self/fd"))
+        except OSError:  # listing takes a descriptor too: still at the limit
+            return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+    deadline = time.monotonic() + 60
+    while held() > open_now + 32:
+        assert time.monotonic() < deadline, f"{held()} descriptors still open, {open_now} before the flood"
+        time.sleep(0.02)
     errors = []
 
     def both(step):
