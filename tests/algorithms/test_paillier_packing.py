@@ -23,6 +23,7 @@ from test_paillier_sgd import arbiter_keys, vertical
 
 BITS = KEY_BITS = 1024  # KEY_BITS: the length of conftest.py's `keys` in this module
 FRAC = 16
+V = _hetero_lr.VALUE_FRAC_BITS
 
 
 def layout(rows: int = 40) -> Layout:
@@ -45,13 +46,13 @@ def test_packed_product_reads_the_exact_unpacked_integers(keys, scheme, rows):
     u, own = rng.normal(scale=20, size=rows), rng.normal(scale=5, size=rows)
     X = rng.normal(scale=3, size=(rows, 4))
     X[0, 1] = 0.0  # a zero factor costs nothing and must still be right
-    packed = pk.encrypt_encoded(lay.pack(u, frac_bits=52, party="host", what="u"), frac_bits=52)
+    packed = pk.encrypt_encoded(lay.pack(u, frac_bits=V, party="host", what="u"), frac_bits=V)
     assert len(packed) == -(-rows // lay.slots)
-    d = packed.mul(0.25, frac_bits=2).add_encoded(lay.pack(own, frac_bits=54, party="guest", what="own"))
-    reference = (pk.encrypt(u, frac_bits=52).mul(0.25, frac_bits=2) + own).matvec(X, frac_bits=FRAC)
+    d = packed.mul(0.25, frac_bits=2).add_encoded(lay.pack(own, frac_bits=V + 2, party="guest", what="own"))
+    reference = (pk.encrypt(u, frac_bits=V).mul(0.25, frac_bits=2) + own).matvec(X, frac_bits=FRAC)
     exact = [int(m) for m in sk.decrypt_encoded(reference)]
     # the same integers by Python arithmetic, as a third opinion
-    ints_d = [int(a) + int(b) for a, b in zip(np.rint(np.ldexp(u, 52)).tolist(), np.rint(np.ldexp(own, 54)).tolist())]
+    ints_d = [int(a) + int(b) for a, b in zip(np.rint(np.ldexp(u, V)).tolist(), np.rint(np.ldexp(own, V + 2)).tolist())]
     ints_X = np.rint(np.ldexp(X, FRAC)).astype(np.int64)
     assert exact == [sum(int(ints_X[i, j]) * ints_d[i] for i in range(rows)) for j in range(4)]
 
@@ -68,7 +69,7 @@ def test_masked_slots_are_fresh_and_carry_nothing(keys):
     pk, sk = keys["djn"]
     lay = layout(40)
     rng = np.random.default_rng(0)
-    d = pk.encrypt_encoded(lay.pack(rng.normal(size=40), frac_bits=52, party="guest", what="d"), frac_bits=52)
+    d = pk.encrypt_encoded(lay.pack(rng.normal(size=40), frac_bits=V, party="guest", what="d"), frac_bits=V)
     product = lay.matvec(d, rng.normal(size=(40, 3)), rows=40, frac_bits=FRAC)
     seen = []
     for _ in range(2):
@@ -95,15 +96,17 @@ def test_a_value_beyond_its_slot_is_refused_naming_party_and_quantity():
     values = np.zeros(9)
     values[6] = 2.0 ** VALUE_INT_BITS
     with pytest.raises(SlotOverflowError, match=r"party 'host': u_A row 6 is 256.*slot"):
-        lay.pack(values, frac_bits=52, party="host", what="u_A")
+        lay.pack(values, frac_bits=V, party="host", what="u_A")
     values[6] = np.nan
     with pytest.raises(SlotOverflowError, match="row 6 is nan"):
-        lay.pack(values, frac_bits=52, party="host", what="u_A")
+        lay.pack(values, frac_bits=V, party="host", what="u_A")
 
 
 def test_a_layout_that_does_not_fit_the_key_says_how_many_do():
     best = max_slots(key_bits=2048, value_frac_bits=52, frac_bits=16, rows=3000, mask_bits=80)
-    assert best >= 5
+    assert best == 5
+    # the protocols' value precision is what lets Table 1 pack seven rows at |S| = 3000
+    assert max_slots(key_bits=2048, value_frac_bits=V, frac_bits=16, rows=3000, mask_bits=80) == 7
     layout_for(best, key_bits=2048, value_frac_bits=52, frac_bits=16, rows=3000, mask_bits=80)
     with pytest.raises(ValueError, match=f"at most {best} fit"):
         layout_for(best + 1, key_bits=2048, value_frac_bits=52, frac_bits=16, rows=3000, mask_bits=80)

@@ -19,8 +19,9 @@ instead of one :class:`phe.EncryptedNumber` per value:
 - decryption by the Chinese remainder theorem over p^2 and q^2, as phe does, one call per vector.
 - homomorphic operations: sums (ciphertext products), products with fixed-point plaintexts (short
   exponents; negative factors through modular inverses, batch-inverted with one extended gcd per vector),
-  and the encrypted matrix-vector product sum_i [v_i] X_ij for every column j by a bucket (Pippenger)
-  multi-exponentiation when its estimated cost is below one exponentiation per non-zero entry.
+  and the encrypted matrix-vector product sum_i [v_i] X_ij for every column j, by subset-product tables shared
+  by all columns or by a bucket (Pippenger) multi-exponentiation per column, whichever is estimated cheaper
+  (:mod:`ppml.crypto.products`; both give the same ciphertexts).
 - ``plaintext`` scheme: the same API, encoding, overflow checks and message flow, with the identity in
   place of encryption ("ciphertexts" are the residues m mod n). Protocols use it for their
   ``encrypted: false`` mode; decoded results are bit-identical to the encrypted scheme's.
@@ -80,6 +81,7 @@ import phe
 import scipy.sparse as sp
 from gmpy2 import mpz
 
+from ppml.crypto.products import batch_invert, bucket_cost, multiexp, table_cost, table_matvec
 from ppml.network import register_wire_type
 
 __all__ = [
@@ -106,9 +108,6 @@ GUARD_BITS = 64
 # keys w = 8 is 128 products and 16 MiB, w = 12 is 85 products and 180 MiB (see PublicKey.build_table).
 _DJN_WINDOW = 8
 MAX_DJN_WINDOW = 16
-# Measured on 2048-bit keys: gmpy2.powmod costs about this many Python-level multiply-and-reduce steps per
-# exponent bit; the matvec cost model compares its two methods in those units.
-_POWMOD_COST_PER_BIT = 1.2
 _INTEGER_TYPES = (int, np.integer, type(mpz(0)))
 
 
@@ -647,111 +646,6 @@ def _scaled(arr: np.ndarray, frac_bits: int, max_int: int, *, name: str) -> np.n
     return scaled
 
 
-def _batch_invert(values: list, modulus: mpz) -> list:
-    """Modular inverses of many units with one extended gcd (Montgomery's trick: 3 products per value)."""
-    if not values:
-        return []
-    prefix = [values[0]]
-    for v in values[1:]:
-        prefix.append(prefix[-1] * v % modulus)
-    inv = gmpy2.invert(prefix[-1], modulus)
-    out = [None] * len(values)
-    for i in range(len(values) - 1, 0, -1):
-        out[i] = inv * prefix[i - 1] % modulus
-        inv = inv * values[i] % modulus
-    out[0] = inv
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# multi-exponentiation
-
-
-def _pippenger_cost(count: int, exp_bits: int, window: int) -> float:
-    """Multiplications of the bucket method: per window one per entry (the first entry of a bucket is free)
-    plus two per bucket to combine them, about count + 2^w in all; and the w squarings between windows."""
-    return math.ceil(exp_bits / window) * (count + (1 << window)) + exp_bits
-
-
-def _best_pippenger(count: int, exp_bits: int) -> tuple[float, int]:
-    """(cost, window) of the cheapest bucket method for `count` exponents of `exp_bits` bits."""
-    return min((_pippenger_cost(count, exp_bits, w), w) for w in range(1, 17))
-
-
-def _split_bits(exps: np.ndarray, exp_bits: int) -> tuple[int, float]:
-    """The bit b at which to cut int64 exponents into low (b bits, every entry) and high (the few entries at or
-    above 2^b) parts, and the estimated cost; b = exp_bits means no cut.
-
-    Features are mostly small with rare large values (standardized data with outliers): the bucket method's
-    passes follow the largest exponent, so a handful of entries of 24 bits among thousands of 18 would cost a
-    pass more over all of them. Cut there, they cost a second small multi-exponentiation and b squarings.
-    """
-    best_cost, best_bits = _best_pippenger(len(exps), exp_bits)[0], exp_bits
-    if exps.dtype == object:
-        return best_bits, best_cost
-    for bits in range(max(1, exp_bits - 12), exp_bits):
-        high = int(np.count_nonzero(exps >> bits))
-        cost = (_best_pippenger(len(exps), bits)[0] + bits
-                + min(_best_pippenger(high, exp_bits - bits)[0], _POWMOD_COST_PER_BIT * high * (exp_bits - bits)))
-        if cost < best_cost:
-            best_cost, best_bits = cost, bits
-    return best_bits, best_cost
-
-
-def _multiexp(bases: list, exps: np.ndarray, modulus: mpz) -> mpz:
-    """prod_i bases[i]^exps[i] mod modulus for non-negative exponents (int64 or object array).
-
-    Chooses between one gmpy2.powmod per base and the bucket method by their estimated costs; the bucket
-    method may first cut rare large exponents off (:func:`_split_bits`).
-    """
-    if len(bases) == 0:
-        return mpz(1)
-    exp_bits = int(np.max(exps)).bit_length()
-    if exp_bits == 0:
-        return mpz(1)
-    bits, cost = _split_bits(exps, exp_bits)
-    naive_cost = _POWMOD_COST_PER_BIT * sum(int(e).bit_length() for e in exps)
-    if naive_cost <= cost:
-        acc = mpz(1)
-        for b, e in zip(bases, exps):
-            acc = acc * gmpy2.powmod(b, int(e), modulus) % modulus
-        return acc
-    if bits == exp_bits:
-        return _pippenger(bases, exps, modulus, exp_bits=exp_bits, window=_best_pippenger(len(bases), bits)[1])
-    # prod b^e = prod b^(e mod 2^bits) * (prod_{e >= 2^bits} b^(e >> bits))^(2^bits)
-    low = exps & ((1 << bits) - 1)
-    rows = np.flatnonzero(exps >> bits)
-    high = _multiexp([bases[i] for i in rows.tolist()], exps[rows] >> bits, modulus)
-    acc = _pippenger(bases, low, modulus, exp_bits=bits, window=_best_pippenger(len(bases), bits)[1])
-    return acc * gmpy2.powmod(high, 1 << bits, modulus) % modulus
-
-
-def _pippenger(bases: list, exps: np.ndarray, modulus: mpz, *, exp_bits: int, window: int) -> mpz:
-    """Bucket method: per w-bit window, bucket d holds the product of the bases whose digit is d, and
-    prod_d B_d^d is formed with running products (2 per bucket); windows are joined by w squarings."""
-    n_windows = math.ceil(exp_bits / window)
-    mask = (1 << window) - 1
-    acc = None
-    for t in range(n_windows - 1, -1, -1):
-        if acc is not None:
-            acc = gmpy2.powmod(acc, 1 << window, modulus)
-        digits = ((exps >> (window * t)) & mask).astype(np.int64)
-        live = np.flatnonzero(digits)
-        buckets: list = [None] * (mask + 1)
-        for i, d in zip(live.tolist(), digits[live].tolist()):
-            b = buckets[d]
-            buckets[d] = bases[i] if b is None else b * bases[i] % modulus
-        running = total = None
-        for b in reversed(buckets[1:]):
-            if b is not None:
-                running = b if running is None else running * b % modulus
-            if running is not None:
-                total = running if total is None else total * running % modulus
-        if total is not None:
-            acc = total if acc is None else acc * total % modulus
-    return mpz(1) if acc is None else acc
-
-
 # ---------------------------------------------------------------------------------------------------------
 # encrypted vectors
 
@@ -904,7 +798,7 @@ class EncryptedVector:
     def __neg__(self) -> "EncryptedVector":
         pk = self._pk
         if pk.encrypted:
-            return EncryptedVector._trusted(pk, _batch_invert([mpz(c) for c in self._c], pk._nsq), self._f)
+            return EncryptedVector._trusted(pk, batch_invert([mpz(c) for c in self._c], pk._nsq), self._f)
         return EncryptedVector._trusted(pk, [(-c) % pk.n for c in self._c], self._f)
 
     def __sub__(self, other: Any) -> "EncryptedVector":
@@ -930,7 +824,7 @@ class EncryptedVector:
         nsq = pk._nsq
         bases = [mpz(c) for c in self._c]
         negative = [i for i, k in enumerate(factors) if k < 0]
-        for i, inv in zip(negative, _batch_invert([bases[i] for i in negative], nsq)):
+        for i, inv in zip(negative, batch_invert([bases[i] for i in negative], nsq)):
             bases[i] = inv
         if np.ndim(values) == 0:  # one shared exponent: a single call into C
             return EncryptedVector._trusted(pk, gmpy2.powmod_base_list(bases, abs(int(factors[0])), nsq)
@@ -954,6 +848,9 @@ class EncryptedVector:
         """
         frac_bits = _check_frac_bits(frac_bits)
         columns = _encoded_columns(X, n_rows=len(self), frac_bits=frac_bits, max_int=self._pk.max_int)
+        by_tables = self.matvec_by_tables(X, frac_bits=frac_bits)
+        if by_tables is not None:
+            return by_tables
         pk = self._pk
         f = self._f + frac_bits
         if not pk.encrypted:
@@ -963,12 +860,43 @@ class EncryptedVector:
         bases = [mpz(c) for c in self._c]
         # Rows with a negative entry anywhere need c_i^-1; one batch inversion serves every column.
         neg_rows = sorted({int(i) for rows, e in columns for i in rows[e < 0]})
-        inverse = dict(zip(neg_rows, _batch_invert([bases[i] for i in neg_rows], nsq)))
+        inverse = dict(zip(neg_rows, batch_invert([bases[i] for i in neg_rows], nsq)))
         out = []
         for rows, e in columns:
             chosen = [inverse[i] if k < 0 else bases[i] for i, k in zip(rows.tolist(), e.tolist())]
-            out.append(_multiexp(chosen, np.abs(e), nsq))
+            out.append(multiexp(chosen, np.abs(e), nsq))
         return EncryptedVector._trusted(pk, out, f)
+
+    def matvec_by_tables(self, X: Any, *, frac_bits: int, slots: int = 1,
+                         width: int = 0) -> "EncryptedVector | None":
+        """X^T v by subset-product tables shared by every column (:func:`ppml.crypto.products.table_matvec`),
+        or None where that method does not apply (plaintext scheme, sparse X, encodings beyond int64) or is
+        not estimated cheaper than the bucket method: the caller then runs the bucket method, which gives
+        the same ciphertexts.
+
+        With ``slots = t > 1`` the vector is packed: ciphertext l carries rows l t, ..., l t + t - 1 of X,
+        and each column's product is joined over the slot positions k as prod_k F_k^(2^((t - 1 - k) width))
+        (:meth:`ppml.crypto.packing.Layout.matvec`). X has at most ``t len(self)`` rows; those beyond its
+        last row count as zeros.
+        """
+        pk = self._pk
+        if not pk.encrypted or sp.issparse(X) or len(self) == 0:
+            return None
+        frac_bits = _check_frac_bits(frac_bits)
+        dense = np.asarray(X, dtype=np.float64)
+        if dense.ndim != 2 or not 0 < dense.shape[0] <= slots * len(self):
+            raise ValueError(f"X must have between 1 and {slots * len(self)} rows to multiply this vector, "
+                             f"got shape {dense.shape}")
+        scaled = _scaled(dense, frac_bits, pk.max_int, name="X")
+        if scaled.size == 0 or np.max(np.abs(scaled)) >= 2.0**62:
+            return None
+        padded = np.zeros((slots * len(self), dense.shape[1]), dtype=np.int64)
+        padded[:dense.shape[0]] = scaled.astype(np.int64)
+        E = padded.reshape(len(self), slots, dense.shape[1]).transpose(1, 0, 2)  # E[k, l, j] = X[l t + k, j]
+        if table_cost(E, width) >= bucket_cost(E, width):
+            return None
+        out = table_matvec([mpz(c) for c in self._c], E, width=width, modulus=pk._nsq)
+        return EncryptedVector._trusted(pk, out, self._f + frac_bits)
 
     def sum(self) -> "EncryptedVector":
         """The length-1 vector of the encrypted sum of all elements."""

@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 
 from ppml import network
-from ppml.crypto import paillier
+from ppml.crypto import paillier, products
 from ppml.crypto.paillier import (CiphertextError, EncodingOverflowError, EncryptedVector, KeyLengthWarning,
                                   PublicKey, generate_keypair, receive_vector)
 
@@ -138,9 +138,9 @@ def test_bucket_multiexp_against_pow(keys, window):
     reference = 1
     for b, e in zip(bases, exps):
         reference = reference * pow(int(b), int(e), pk.nsquare) % pk.nsquare
-    got = paillier._pippenger(bases, exps, gmpy2.mpz(pk.nsquare), exp_bits=40, window=window)
+    got = products._pippenger(bases, exps, gmpy2.mpz(pk.nsquare), exp_bits=40, window=window)
     assert int(got) == reference
-    assert int(paillier._multiexp(bases, exps, gmpy2.mpz(pk.nsquare))) == reference
+    assert int(products.multiexp(bases, exps, gmpy2.mpz(pk.nsquare))) == reference
 
 
 def test_multiexp_cuts_rare_large_exponents_and_stays_exact(keys):
@@ -151,12 +151,12 @@ def test_multiexp_cuts_rare_large_exponents_and_stays_exact(keys):
     bases = [gmpy2.mpz(int(c)) for c in pk.encrypt(rng.normal(size=300), frac_bits=8).ciphertexts]
     exps = rng.integers(0, 2**14, size=300)
     exps[[5, 77, 250]] = [2**30 - 1, 2**29 + 12345, 2**25]
-    bits, _ = paillier._split_bits(exps, 30)
+    bits, _ = products._split_bits(exps, 30)
     assert bits < 30  # the cost model does cut here
     reference = 1
     for b, e in zip(bases, exps):
         reference = reference * pow(int(b), int(e), pk.nsquare) % pk.nsquare
-    assert int(paillier._multiexp(bases, exps, gmpy2.mpz(pk.nsquare))) == reference
+    assert int(products.multiexp(bases, exps, gmpy2.mpz(pk.nsquare))) == reference
 
 
 @pytest.mark.parametrize("scheme", ["djn", "textbook"])
