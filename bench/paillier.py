@@ -195,11 +195,11 @@ def phe_epoch(guest: Party, host: Party, pk: phe.PaillierPublicKey, sk: phe.Pail
               batches: list[np.ndarray], frac_bits: int, squares: str) -> np.ndarray:
     """The masked SGD protocol of :mod:`ppml.algorithms._hetero_lr`, one phe EncryptedNumber per value.
 
-    Fixed-point exponents are chosen as ours (values at 16^-13 = 2^-52, features at about 2^-frac_bits), so
-    that no ciphertext needs rescaling. Returns the weights (host block, then guest block with the intercept
+    Fixed-point exponents are ours rounded up to phe's base 16 (values at 16^-ceil(VALUE_FRAC_BITS / 4),
+    features at 16^-ceil(frac_bits / 4)), so that no ciphertext needs rescaling. Returns the weights (host block, then guest block with the intercept
     last) after `batches`.
     """
-    value_exp, x_exp = -13, -math.ceil(frac_bits / 4)
+    value_exp, x_exp = -math.ceil(_hetero_lr.VALUE_FRAC_BITS / 4), -math.ceil(frac_bits / 4)
 
     def code(v: float, exponent: int) -> phe.EncodedNumber:
         return phe.EncodedNumber.encode(pk, float(v), precision=16.0 ** exponent)
