@@ -117,21 +117,22 @@ def claims_markdown(claims: list[Claim]) -> str:
     for paper in dict.fromkeys(e["paper"] for e in entries):
         mine = [e for e in entries if e["paper"] == paper]
         lines += [f"## {paper}", ""]
-        papers = [e for e in mine if e["kind"] == PAPER_CLAIM]
-        diagnostics = [e for e in mine if e["kind"] == DIAGNOSTIC]
-        if papers:
-            lines += ["### Paper claims", "", "| id | source | claim | published | ours | margin | verdict |",
-                      "|---|---|---|---|---|---|---|"]
-            lines += [f"| {cell(e['id'])} | {cell(e['source'])} | {cell(e['statement'])} | {cell(e['published'])} "
-                      f"| {cell(e['ours'])} | {cell(e['margin'])} | {e['verdict']} |" for e in papers]
-            lines.append("")
-        if diagnostics:
-            lines += ["### Diagnostics (our own checks)", "", "| id | check | ours | margin | verdict |",
-                      "|---|---|---|---|---|"]
-            lines += [f"| {cell(e['id'])} | {cell(e['statement'])} | {cell(e['ours'])} | {cell(e['margin'])} | "
-                      f"{e['verdict']} |" for e in diagnostics]
-            lines.append("")
+        lines += _kind_table("Paper claims", [e for e in mine if e["kind"] == PAPER_CLAIM],
+                             {"id": "id", "source": "source", "claim": "statement", "published": "published",
+                              "ours": "ours", "margin": "margin"})
+        lines += _kind_table("Diagnostics (our own checks)", [e for e in mine if e["kind"] == DIAGNOSTIC],
+                             {"id": "id", "check": "statement", "ours": "ours", "margin": "margin"})
     return "\n".join(lines)
+
+
+def _kind_table(title: str, entries: list[dict], columns: dict[str, str]) -> list[str]:
+    """A section of one kind of claim: its `columns` (header -> entry field), then the verdict; none if empty."""
+    if not entries:
+        return []
+    header = [*columns, "verdict"]
+    return [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(cell(e[field]) for field in columns.values()) + f" | {e['verdict']} |"
+              for e in entries), ""]
 
 
 def summary_metrics(claims: list[Claim]) -> dict[str, Any]:
