@@ -220,8 +220,8 @@ def test_a_short_packed_vector_is_named_after_its_sender(keys):
 
 
 def test_products_shared_with_the_background_process_give_the_same_model(keys):
-    """precompute_workers: 1 computes half of each product's columns in the party's background process: the
-    same ciphertexts, so the same model as everything in line."""
+    """precompute_workers: 1 computes half of each product (half of its ciphertexts or of its columns) in the
+    party's background process: the same ciphertexts, so the same model as everything in line."""
     parties = vertical(4, n=120)
     t = layout(40).slots
     shared, _ = run(paillier_sgd, parties, sgd(packing=t, precompute_workers=1, max_epochs=2), keys["djn"], seed=1)

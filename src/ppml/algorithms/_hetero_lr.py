@@ -80,12 +80,9 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
 import secrets
 import time
-from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, Protocol, TypeVar
 
@@ -93,7 +90,9 @@ import numpy as np
 
 from ppml.config import fail
 from ppml.crypto import paillier
+from ppml.crypto.background import Background, product
 from ppml.crypto.packing import FACTOR_INT_BITS, Layout, layout_for, max_slots
+from ppml.crypto.products import split_by_rows
 from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
 from ppml.history import History
 from ppml.metrics import binary_metrics
@@ -113,12 +112,9 @@ ARBITER = "arbiter"
 #: test AUC within 2e-7 of 52 bits (docs/performance.md).
 VALUE_FRAC_BITS = 22
 
-#: Zeros encrypted per background job (one job is a few hundred milliseconds of work at 2048 bits).
-ZERO_CHUNK = 256
-#: Digit width of the background workers' fixed-base obfuscator table (see PublicKey.build_table).
-WORKER_TABLE_WINDOW = 12
-#: Share of a product's columns a party's background process computes beside the party's own process.
-WORKER_SHARE = 0.5
+#: Integer bits (and the sign) assumed of a standardized feature when choosing how to share a product
+#: (:meth:`Encryptor.matvec`): |x| < 4 for nearly every entry; the choice changes speed only.
+SPLIT_INT_BITS = 3
 
 LOG2 = math.log(2.0)
 
@@ -166,10 +162,10 @@ class ProtocolParams:
         How A sends the squares for the loss: one ciphertext per row, [u_A,i^2] (Hardy et al.; what the
         poster's 3|S| per iteration counts), or one ciphertext of their sum (FATE's code). The loss is equal.
     precompute_workers : int
-        Background processes per party that encrypt zeros ahead of time, so that the protocol's own
-        encryptions cost one modular product each, and compute part of each encrypted product X^T [v] while
-        the party computes the rest (0, the default: everything in line). Results do not depend on it. The processes are spawned, so the program's main module must be import-safe (``if __name__ ==
-        "__main__"``), as for any spawn-based multiprocessing.
+        Background processes per party (:mod:`ppml.crypto.background`) that encrypt zeros ahead of time, so
+        that the protocol's own encryptions cost one modular product each; the first also computes the
+        party's encrypted products X^T [v] (0, the default: everything in line). Results do not depend on
+        it.
     packing : int or "auto"
         Rows per ciphertext of the per-row vectors [u_A], [d] (and SQN's [X_A s_A], [h]) (1, the default: one
         each). With t > 1 the products X^T [d] run on packed ciphertexts and the slots the coordinator does
@@ -349,109 +345,88 @@ def _overflow(name: str, exc: paillier.EncodingOverflowError) -> ProtocolError:
                          f"{exc}")
 
 
-# A background process's copy of the public key (set once by the pool initializer, in that process).
-_WORKER_PUBLIC_KEY: PublicKey | None = None
-
-
-def _worker_key(wire: dict) -> None:
-    global _WORKER_PUBLIC_KEY
-    _WORKER_PUBLIC_KEY = PublicKey.from_wire(wire)
-    # A worker makes every obfuscator of its party: a wide table (85 instead of 128 products each at
-    # 2048 bits) pays for its second of building within the first batch.
-    _WORKER_PUBLIC_KEY.build_table(WORKER_TABLE_WINDOW)
-
-
-def _worker_zeros(count: int) -> list[int]:
-    """Fresh encryptions of 0, i.e. bare obfuscators, computed in a background process."""
-    return _WORKER_PUBLIC_KEY.encrypt(np.zeros(count), frac_bits=0).ciphertexts.tolist()
-
-
-def _matvec(vector: EncryptedVector, X: np.ndarray, *, layout: Layout | None, rows: int,
-            frac_bits: int) -> EncryptedVector:
-    """X^T [v], packed (:meth:`Layout.matvec`) or not."""
-    if layout is None:
-        return vector.matvec(X, frac_bits=frac_bits)
-    return layout.matvec(vector, X, rows=rows, frac_bits=frac_bits)
-
-
-def _worker_matvec(ciphertexts: list[int], vector_frac_bits: int, X: np.ndarray, layout: Layout | None,
-                   rows: int, frac_bits: int) -> list[int]:
-    """Some columns of X^T [v], computed in a background process (the ciphertexts are its own party's)."""
-    vector = EncryptedVector(_WORKER_PUBLIC_KEY, ciphertexts, vector_frac_bits)
-    return _matvec(vector, X, layout=layout, rows=rows, frac_bits=frac_bits).ciphertexts.tolist()
-
-
 class Encryptor:
-    """One party's fresh encryptions under the public key it received.
+    """One party's fresh encryptions and products under the public key it received.
 
-    With ``workers > 0``, background processes keep about ``ahead`` encryptions of zero ready; an encryption
-    of v is then such a zero plus the plaintext v (rho (1 + m n) mod n^2, exactly how a fresh encryption is
-    formed), and a re-randomization is the ciphertext times one of them. Each zero is used once.
+    With ``workers > 0``, that many background processes (:class:`ppml.crypto.background.Background`) keep
+    about ``ahead`` encryptions of zero ready between them; an encryption of v is then such a zero plus the
+    plaintext v (rho (1 + m n) mod n^2, exactly how a fresh encryption is formed), and a re-randomization is
+    the ciphertext times one of them. Each zero is used once. The first background process also computes the
+    party's products X^T [v], whole: the same ciphertexts as in line. (The parties of a run in one process take
+    turns, so two parties' background processes computing their products and zeros keep two cores busy, with
+    no table of a product built twice, as when the party's own process computed part of it.)
     """
 
-    def __init__(self, public_key: PublicKey, *, workers: int, ahead: int) -> None:
+    def __init__(self, public_key: PublicKey, *, workers: int, ahead: int, owner: str) -> None:
         self.public_key = public_key
-        self._pool: ProcessPoolExecutor | None = None
-        self._ready: deque[int] = deque()
-        self._pending: deque[Future] = deque()
-        self._jobs = max(1, -(-ahead // ZERO_CHUNK))
+        self._background: list[Background] = []
         if workers > 0 and public_key.encrypted:
-            self._pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_key,
-                                             initargs=(public_key.to_wire(),),
-                                             mp_context=multiprocessing.get_context("spawn"))
-            self._top_up()
-
-    def _top_up(self) -> None:
-        while len(self._pending) < self._jobs:
-            self._pending.append(self._pool.submit(_worker_zeros, ZERO_CHUNK))
+            try:
+                for _ in range(workers):
+                    self._background.append(Background(public_key, ahead=-(-ahead // workers), owner=owner))
+            except BaseException:
+                self.close()
+                raise
 
     def _zeros(self, count: int, frac_bits: int) -> EncryptedVector:
-        while len(self._ready) < count:
-            self._ready.extend(self._pending.popleft().result())
-            self._top_up()
-        taken = [self._ready.popleft() for _ in range(count)]
-        self._top_up()
+        """`count` fresh encryptions of zero, shared out over the background processes."""
+        k = len(self._background)
+        shares = [count // k + (i < count % k) for i in range(k)]
+        for background, share in zip(self._background, shares):
+            if share:
+                background.ask_zeros(share)
+        taken = [z for background, share in zip(self._background, shares) if share for z in background.zeros()]
         return EncryptedVector(self.public_key, taken, frac_bits)
 
     def encrypt(self, values: np.ndarray, *, frac_bits: int = VALUE_FRAC_BITS) -> EncryptedVector:
         """A fresh encryption of a float vector."""
         values = np.atleast_1d(np.asarray(values, dtype=np.float64))
-        if self._pool is None:
+        if not self._background:
             return self.public_key.encrypt(values, frac_bits=frac_bits)
         return self._zeros(len(values), frac_bits) + values
 
     def encrypt_encoded(self, ints: list[int], *, frac_bits: int) -> EncryptedVector:
         """A fresh encryption of already-encoded signed integers (packed slots)."""
-        if self._pool is None:
+        if not self._background:
             return self.public_key.encrypt_encoded(ints, frac_bits=frac_bits)
         return self._zeros(len(ints), frac_bits).add_encoded(ints)
 
     def matvec(self, vector: EncryptedVector, X: np.ndarray, *, layout: Layout | None, rows: int,
                frac_bits: int) -> EncryptedVector:
-        """X^T [v] (packed or not), with the background process computing the first :data:`WORKER_SHARE`
-        of the columns while this one computes the rest: the same ciphertexts, sooner."""
+        """X^T [v] (packed or not), the first background process computing one half while this process
+        computes the other: half of the ciphertexts (the two partial products multiplied) or half of the
+        columns, whichever duplicates less work (:func:`~ppml.crypto.products.split_by_rows`). The same
+        ciphertexts as in line."""
+        if not self._background:
+            return product(vector, X, layout=layout, rows=rows, frac_bits=frac_bits)
+        background = self._background[0]
+        t, width = (1, 0) if layout is None else (layout.slots, layout.width)
         columns = X.shape[1]
-        theirs = int(columns * WORKER_SHARE)
-        if self._pool is None or theirs == 0:
-            return _matvec(vector, X, layout=layout, rows=rows, frac_bits=frac_bits)
-        future = self._pool.submit(_worker_matvec, vector.ciphertexts.tolist(), vector.frac_bits,
-                                   np.ascontiguousarray(X[:, :theirs]), layout, rows, frac_bits)
-        mine = _matvec(vector, X[:, theirs:], layout=layout, rows=rows, frac_bits=frac_bits)
-        return EncryptedVector.concat([EncryptedVector(self.public_key, future.result(), mine.frac_bits), mine])
+        if len(vector) > 1 and (columns < 2 or split_by_rows(len(vector), columns, t, width,
+                                                              frac_bits + SPLIT_INT_BITS)):
+            cut = len(vector) // 2 * t  # the rows of the background process's ciphertexts
+            background.ask_product(vector[:cut // t], X[:cut], layout=layout, rows=cut, frac_bits=frac_bits)
+            mine = product(vector[cut // t:], X[cut:], layout=layout, rows=rows - cut, frac_bits=frac_bits)
+            return background.product() + mine
+        if columns < 2:
+            background.ask_product(vector, X, layout=layout, rows=rows, frac_bits=frac_bits)
+            return background.product()
+        cut = columns // 2
+        background.ask_product(vector, X[:, :cut], layout=layout, rows=rows, frac_bits=frac_bits)
+        mine = product(vector, X[:, cut:], layout=layout, rows=rows, frac_bits=frac_bits)
+        return EncryptedVector.concat([background.product(), mine])
 
     def rerandomize(self, vector: EncryptedVector) -> EncryptedVector:
         """The same plaintexts under fresh randomness."""
-        if self._pool is None:
+        if not self._background:
             return vector.rerandomize()
         return vector + self._zeros(len(vector), vector.frac_bits)
 
     def close(self) -> None:
         """Stop the background processes (unused zeros are discarded, never reused)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-            self._pending.clear()
-            self._ready.clear()
+        for background in self._background:
+            background.close()
+        self._background = []
 
 
 def mask(vector: EncryptedVector) -> tuple[EncryptedVector, list[int]]:
@@ -528,7 +503,8 @@ class _DataRole:
         except WireError as exc:  # PublicKey.from_wire refused it while decoding (a weak or malformed key)
             raise ProtocolError(f"{self.name} refused the public key from {ARBITER!r}: {exc}") from exc
         self._public_key = check_received_key(key, self._params, sender=ARBITER, receiver=self.name)
-        self._encryptor = Encryptor(key, workers=self._params.precompute_workers, ahead=2 * self._demand)
+        self._encryptor = Encryptor(key, workers=self._params.precompute_workers, ahead=2 * self._demand,
+                                    owner=self.name)
 
     def _start_batches(self, seed: int) -> None:
         self._batches = batch_partitions(seed, self._X.shape[0], self._params.batch_size,

@@ -30,7 +30,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-__all__ = ["batch_invert", "bucket_cost", "multiexp", "table_cost", "table_matvec"]
+__all__ = ["batch_invert", "bucket_cost", "multiexp", "split_by_rows", "table_cost", "table_matvec"]
 
 # Largest group of ciphertexts whose subset products are tabulated (2^12 entries of 512 bytes at 2048 bits)
 MAX_GROUP = 12
@@ -184,6 +184,17 @@ def bucket_cost(E: np.ndarray, width: int) -> float:
             if live:
                 cost += _best_pippenger(live, _bits(e))[0]
     return cost + _POWMOD_SQUARING * (slots - 1) * width * columns
+
+
+def split_by_rows(n: int, columns: int, slots: int, width: int, bits: int) -> bool:
+    """Whether two processes sharing one product over `n` ciphertexts duplicate less work by taking half of
+    the ciphertexts each (their partial products multiply to the whole, and each runs its Horner chain for
+    every column) than by taking half of the columns each (each builds the tables of every ciphertext).
+    `bits` estimates a row's exponent bits (L + 1); either way the ciphertexts are the same."""
+    by_rows = columns * (slots * bits + _POWMOD_SQUARING * (slots - 1) * max(0, width - bits))
+    g = _group_size(n, -(-columns // 2) * slots * bits)
+    by_columns = math.ceil(n / g) * ((1 << g) - g - 1)
+    return by_rows < by_columns
 
 
 def _tables(bases: list, g: int, modulus: mpz) -> list:
