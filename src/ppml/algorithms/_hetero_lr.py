@@ -92,8 +92,8 @@ from ppml.config import fail
 from ppml.crypto import paillier
 from ppml.crypto.background import Background, product
 from ppml.crypto.packing import FACTOR_INT_BITS, Layout, layout_for, max_slots
-from ppml.crypto.products import split_by_rows
 from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
+from ppml.crypto.products import split_by_rows
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
@@ -163,9 +163,9 @@ class ProtocolParams:
         poster's 3|S| per iteration counts), or one ciphertext of their sum (FATE's code). The loss is equal.
     precompute_workers : int
         Background processes per party (:mod:`ppml.crypto.background`) that encrypt zeros ahead of time, so
-        that the protocol's own encryptions cost one modular product each; the first also computes the
-        party's encrypted products X^T [v] (0, the default: everything in line). Results do not depend on
-        it.
+        that the protocol's own encryptions cost one modular product each; the first also computes half of
+        each of the party's encrypted products X^T [v] while the party computes the other half (0, the
+        default: everything in line). Results do not depend on it.
     packing : int or "auto"
         Rows per ciphertext of the per-row vectors [u_A], [d] (and SQN's [X_A s_A], [h]) (1, the default: one
         each). With t > 1 the products X^T [d] run on packed ciphertexts and the slots the coordinator does
@@ -351,10 +351,8 @@ class Encryptor:
     With ``workers > 0``, that many background processes (:class:`ppml.crypto.background.Background`) keep
     about ``ahead`` encryptions of zero ready between them; an encryption of v is then such a zero plus the
     plaintext v (rho (1 + m n) mod n^2, exactly how a fresh encryption is formed), and a re-randomization is
-    the ciphertext times one of them. Each zero is used once. The first background process also computes the
-    party's products X^T [v], whole: the same ciphertexts as in line. (The parties of a run in one process take
-    turns, so two parties' background processes computing their products and zeros keep two cores busy, with
-    no table of a product built twice, as when the party's own process computed part of it.)
+    the ciphertext times one of them. Each zero is used once. The first background process also computes half
+    of each product X^T [v] (:meth:`matvec`): the same ciphertexts as in line.
     """
 
     def __init__(self, public_key: PublicKey, *, workers: int, ahead: int, owner: str) -> None:

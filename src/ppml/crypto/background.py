@@ -3,9 +3,9 @@ products X^T [v] on request, a product first.
 
 An encryption under the ``djn`` scheme is one obfuscator h_s^alpha (85 products of 4096-bit numbers with a
 12-bit fixed-base table at 2048 bits) times (1 + m n); so a process that keeps encryptions of zero ready turns
-each of its party's encryptions into one product. The same process computes the party's products X^T [v]
-(:meth:`ppml.crypto.packing.Layout.matvec`, or :meth:`~ppml.crypto.paillier.EncryptedVector.matvec` unpacked)
-when asked, so that a party's arithmetic runs beside the programs of the parties that share its process.
+each of its party's encryptions into one product. The same process computes products X^T [v] (or a part of
+one: :meth:`ppml.crypto.packing.Layout.matvec`, or :meth:`~ppml.crypto.paillier.EncryptedVector.matvec`
+unpacked) when asked, beside the party's own process.
 
 Scheduling. The process answers requests in the order they arrive, and between them fills its pool of zeros up
 to ``ahead``, in chunks of :data:`ZERO_CHUNK` (about 10 ms at 2048 bits), looking for a request between two
@@ -87,7 +87,11 @@ class Background:
         finally:
             theirs.close()
         self._conn = Connection(mine.detach())
-        self._send(("start", public_key.to_wire(), int(ahead), TABLE_WINDOW))
+        try:
+            self._send(("start", public_key.to_wire(), int(ahead), TABLE_WINDOW))
+        except BaseException:
+            self.close()
+            raise
 
     def ask_zeros(self, count: int) -> None:
         """Ask for `count` fresh encryptions of zero (collected by :meth:`zeros`)."""
