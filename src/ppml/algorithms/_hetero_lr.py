@@ -115,6 +115,9 @@ VALUE_FRAC_BITS = 22
 #: Integer bits (and the sign) assumed of a standardized feature when choosing how to share a product
 #: (:meth:`Encryptor.matvec`): |x| < 4 for nearly every entry; the choice changes speed only.
 SPLIT_INT_BITS = 3
+#: Niceness of the background processes that encrypt zeros ahead of time: they fill their pools on cores
+#: the parties' own work leaves idle, instead of slowing a product down.
+ZERO_NICE = 10
 
 LOG2 = math.log(2.0)
 
@@ -163,9 +166,9 @@ class ProtocolParams:
         poster's 3|S| per iteration counts), or one ciphertext of their sum (FATE's code). The loss is equal.
     precompute_workers : int
         Background processes per party (:mod:`ppml.crypto.background`) that encrypt zeros ahead of time, so
-        that the protocol's own encryptions cost one modular product each; the first also computes half of
-        each of the party's encrypted products X^T [v] while the party computes the other half (0, the
-        default: everything in line). Results do not depend on it.
+        that the protocol's own encryptions cost one modular product each, at a lower CPU priority; with
+        any, one more computes half of each of the party's encrypted products X^T [v] while the party
+        computes the other half (0, the default: everything in line). Results do not depend on it.
     packing : int or "auto"
         Rows per ciphertext of the per-row vectors [u_A], [d] (and SQN's [X_A s_A], [h]) (1, the default: one
         each). With t > 1 the products X^T [d] run on packed ciphertexts and the slots the coordinator does
@@ -349,19 +352,23 @@ class Encryptor:
     """One party's fresh encryptions and products under the public key it received.
 
     With ``workers > 0``, that many background processes (:class:`ppml.crypto.background.Background`) keep
-    about ``ahead`` encryptions of zero ready between them; an encryption of v is then such a zero plus the
+    about ``ahead`` encryptions of zero ready between them, at a lower CPU priority (:data:`ZERO_NICE`): they
+    take a core when the protocol's own work leaves one idle. An encryption of v is then such a zero plus the
     plaintext v (rho (1 + m n) mod n^2, exactly how a fresh encryption is formed), and a re-randomization is
-    the ciphertext times one of them. Each zero is used once. The first background process also computes half
-    of each product X^T [v] (:meth:`matvec`): the same ciphertexts as in line.
+    the ciphertext times one of them. Each zero is used once. One more background process, at the party's
+    own priority, computes half of each product X^T [v] (:meth:`matvec`): the same ciphertexts as in line.
     """
 
     def __init__(self, public_key: PublicKey, *, workers: int, ahead: int, owner: str) -> None:
         self.public_key = public_key
         self._background: list[Background] = []
+        self._products: Background | None = None
         if workers > 0 and public_key.encrypted:
             try:
+                self._products = Background(public_key, ahead=0, owner=owner)
                 for _ in range(workers):
-                    self._background.append(Background(public_key, ahead=-(-ahead // workers), owner=owner))
+                    self._background.append(Background(public_key, ahead=-(-ahead // workers), owner=owner,
+                                                       nice=ZERO_NICE))
             except BaseException:
                 self.close()
                 raise
@@ -395,9 +402,9 @@ class Encryptor:
         computes the other: half of the ciphertexts (the two partial products multiplied) or half of the
         columns, whichever duplicates less work (:func:`~ppml.crypto.products.split_by_rows`). The same
         ciphertexts as in line."""
-        if not self._background:
+        if self._products is None:
             return product(vector, X, layout=layout, rows=rows, frac_bits=frac_bits)
-        background = self._background[0]
+        background = self._products
         t, width = (1, 0) if layout is None else (layout.slots, layout.width)
         columns = X.shape[1]
         if len(vector) > 1 and (columns < 2 or split_by_rows(len(vector), columns, t, width,
@@ -422,9 +429,9 @@ class Encryptor:
 
     def close(self) -> None:
         """Stop the background processes (unused zeros are discarded, never reused)."""
-        for background in self._background:
+        for background in [*self._background, *filter(None, [self._products])]:
             background.close()
-        self._background = []
+        self._background, self._products = [], None
 
 
 def mask(vector: EncryptedVector) -> tuple[EncryptedVector, list[int]]:

@@ -9,8 +9,10 @@ unpacked) when asked, beside the party's own process.
 
 Scheduling. The process answers requests in the order they arrive, and between them fills its pool of zeros up
 to ``ahead``, in chunks of :data:`ZERO_CHUNK` (about 10 ms at 2048 bits), looking for a request between two
-chunks: a product waits for at most one chunk, never behind a queue of zeros (as it did behind a process
-pool's first-in-first-out queue). Each zero is sent once and used once.
+chunks: a request waits for at most one chunk, never behind a queue of zeros (as it did behind a process
+pool's first-in-first-out queue). Each zero is sent once and used once. A process that makes zeros may run at
+a lower priority (``nice``), so that it fills its pool on cores the protocol's own work leaves idle; one that
+is only asked for products never builds the fixed-base table.
 
 The process is started with ``python -m ppml.crypto.background``: it imports this package's crypto modules
 only (not the caller's main module, as ``multiprocessing``'s spawn does), so it is ready in about half a
@@ -70,7 +72,7 @@ class Background:
     :meth:`ask_product` then :meth:`product`, so a party can have several processes work at the same time.
     """
 
-    def __init__(self, public_key: PublicKey, *, ahead: int, owner: str) -> None:
+    def __init__(self, public_key: PublicKey, *, ahead: int, owner: str, nice: int = 0) -> None:
         self.owner = owner
         self.public_key = public_key
         mine, theirs = socket.socketpair()
@@ -88,7 +90,7 @@ class Background:
             theirs.close()
         self._conn = Connection(mine.detach())
         try:
-            self._send(("start", public_key.to_wire(), int(ahead), TABLE_WINDOW))
+            self._send(("start", public_key.to_wire(), int(ahead), TABLE_WINDOW, int(nice)))
         except BaseException:
             self.close()
             raise
@@ -162,7 +164,8 @@ class Background:
 # the background process
 
 
-def _fresh_zeros(key: PublicKey, count: int) -> list[int]:
+def _fresh_zeros(key: PublicKey, count: int, window: int) -> list[int]:
+    key.build_table(window)  # once: a process that is only asked for products never builds it
     return key.encrypt(np.zeros(count), frac_bits=0).ciphertexts.tolist()
 
 
@@ -171,13 +174,14 @@ def serve(conn: Connection) -> None:
     start = conn.recv()
     if start is None:
         return
-    _, wire, ahead, window = start
+    _, wire, ahead, window, nice = start
+    if nice:
+        os.nice(nice)
     key = PublicKey.from_wire(wire)
-    key.build_table(window)
     pool: deque[int] = deque()
     while True:
         if len(pool) < ahead and not conn.poll(0):
-            pool.extend(_fresh_zeros(key, min(ZERO_CHUNK, ahead - len(pool))))
+            pool.extend(_fresh_zeros(key, min(ZERO_CHUNK, ahead - len(pool)), window))
             continue
         message = conn.recv()
         if message is None:
@@ -185,7 +189,7 @@ def serve(conn: Connection) -> None:
         if message[0] == "zeros":
             count = message[1]
             if len(pool) < count:
-                pool.extend(_fresh_zeros(key, count - len(pool)))
+                pool.extend(_fresh_zeros(key, count - len(pool), window))
             conn.send(("zeros", [pool.popleft() for _ in range(count)]))
         elif message[0] == "product":
             _, ciphertexts, vector_frac_bits, X, layout, rows, frac_bits = message

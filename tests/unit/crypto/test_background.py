@@ -8,6 +8,7 @@ packing needs room for 2t - 1 slots.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -103,3 +104,18 @@ def test_a_failed_request_reports_the_background_error_and_the_party(pair):
     finally:
         background.close()
     assert background._process.returncode is not None  # it ended, and close() does not hang
+
+
+def test_zero_makers_yield_the_cpu_to_the_party_and_its_products(pair):
+    """The processes that make zeros run ZERO_NICE lower in priority; the one that computes products does not."""
+    pk, _ = pair
+    encryptor = Encryptor(pk, workers=1, ahead=2, owner="host")
+    try:
+        encryptor.encrypt(np.zeros(1))  # the zero maker has started (and lowered its priority)
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        zeros = encryptor._background[0]._process.pid
+        products = encryptor._products._process.pid
+        assert os.getpriority(os.PRIO_PROCESS, zeros) == min(19, ours + _hetero_lr.ZERO_NICE)
+        assert os.getpriority(os.PRIO_PROCESS, products) == ours
+    finally:
+        encryptor.close()
