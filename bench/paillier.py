@@ -13,8 +13,9 @@ side, and written with ``--json FILE``:
    protocol's whole per-core cost (every party's work, evaluation after the epoch included). The packed and
    unpacked models are checked to be equal bit for bit.
 2. **Ours, wall with workers** (labelled apart): the same epochs at the first ``--frac-bits`` with
-   ``precompute_workers: --workers`` (a background obfuscator process per data party): wall seconds, and the
-   CPU seconds of this process and its finished workers. On a 2-core machine this is what a run waits for,
+   ``precompute_workers: --workers`` (per data party, background processes that make zeros and one that
+   computes half of each product: :mod:`ppml.crypto.background`): wall seconds, and the CPU seconds of this
+   process and its finished workers. On a 2-core machine this is what a run waits for,
    not what it costs.
 3. **phe, one core.** A per-element python-paillier implementation of the same masked protocol (the same
    messages, one ``phe.EncryptedNumber`` per value, phe's own r^n obfuscation, unpacked) on the first
@@ -382,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         same = np.array_equal(one_core[1, f]["weights"], one_core["auto", f]["weights"])
         assert same, f"frac_bits {f}: the packed model differs from the unpacked one"
 
-    # 2. ours, wall with the background obfuscator workers
+    # 2. ours, wall with the background processes
     with_workers = {packing: ours(parties, keys, batch_size=args.batch_size, workers=args.workers,
                                   squares=args.squares, packing=packing, frac_bits=fracs[0])
                     for packing in (1, "auto")}
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   {name:<25}{run['slots']:>3}{f:>6}{run['cpu_epoch']:>10.1f}{run['wall_epoch']:>9.1f}"
               f"{floor:>9.1f}{run['over_floor']:>12.2f}{phe_ratio:>10}")
     print("   (packed and unpacked models equal bit for bit at every frac_bits)")
-    print(f"2. ours, WALL with background obfuscator workers (precompute_workers={args.workers} per data "
+    print(f"2. ours, WALL with background processes (precompute_workers={args.workers} per data "
           f"party; frac_bits {fracs[0]}; one full epoch; CPU includes the workers'):")
     for packing, run in with_workers.items():
         name = "unpacked" if packing == 1 else f"packed t={run['slots']}"
