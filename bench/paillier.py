@@ -197,8 +197,8 @@ def phe_epoch(guest: Party, host: Party, pk: phe.PaillierPublicKey, sk: phe.Pail
     """The masked SGD protocol of :mod:`ppml.algorithms._hetero_lr`, one phe EncryptedNumber per value.
 
     Fixed-point exponents are ours rounded up to phe's base 16 (values at 16^-ceil(VALUE_FRAC_BITS / 4),
-    features at 16^-ceil(frac_bits / 4)), so that no ciphertext needs rescaling. Returns the weights (host block, then guest block with the intercept
-    last) after `batches`.
+    features at 16^-ceil(frac_bits / 4)), so that no ciphertext needs rescaling. Returns the weights (host
+    block, then guest block with the intercept last) after `batches`.
     """
     value_exp, x_exp = -math.ceil(_hetero_lr.VALUE_FRAC_BITS / 4), -math.ceil(frac_bits / 4)
 

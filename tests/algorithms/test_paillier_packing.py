@@ -52,7 +52,8 @@ def test_packed_product_reads_the_exact_unpacked_integers(keys, scheme, rows):
     reference = (pk.encrypt(u, frac_bits=V).mul(0.25, frac_bits=2) + own).matvec(X, frac_bits=FRAC)
     exact = [int(m) for m in sk.decrypt_encoded(reference)]
     # the same integers by Python arithmetic, as a third opinion
-    ints_d = [int(a) + int(b) for a, b in zip(np.rint(np.ldexp(u, V)).tolist(), np.rint(np.ldexp(own, V + 2)).tolist())]
+    ints_d = [int(a) + int(b)
+              for a, b in zip(np.rint(np.ldexp(u, V)).tolist(), np.rint(np.ldexp(own, V + 2)).tolist())]
     ints_X = np.rint(np.ldexp(X, FRAC)).astype(np.int64)
     assert exact == [sum(int(ints_X[i, j]) * ints_d[i] for i in range(rows)) for j in range(4)]
 

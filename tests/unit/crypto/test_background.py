@@ -86,7 +86,8 @@ def test_a_background_process_that_died_ends_the_run_naming_its_party(pair):
     try:
         background._process.kill()
         background._process.wait(timeout=30)
-        with pytest.raises(BackgroundError, match=r"party 'host': its background process .*(exit code -9|reached)"):
+        gone = r"party 'host': its background process .*(exit code -9|reached)"
+        with pytest.raises(BackgroundError, match=gone):
             background.ask_zeros(3)
             background.zeros()
     finally:
@@ -99,7 +100,8 @@ def test_a_failed_request_reports_the_background_error_and_the_party(pair):
     background = Background(pk, ahead=2, owner="guest")
     try:
         background.ask_product(vector, np.ones((5, 2)), layout=packed_layout(40), rows=5, frac_bits=FRAC)
-        with pytest.raises(BackgroundError, match=r"(?s)party 'guest': its background process failed.*ValueError"):
+        failed = r"(?s)party 'guest': its background process failed.*ValueError"
+        with pytest.raises(BackgroundError, match=failed):
             background.product()
     finally:
         background.close()
