@@ -93,7 +93,7 @@ from ppml.crypto import paillier
 from ppml.crypto.background import Background, product
 from ppml.crypto.packing import FACTOR_INT_BITS, Layout, layout_for, max_slots
 from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
-from ppml.crypto.products import split_by_rows
+from ppml.crypto.products import split_product
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
@@ -112,9 +112,6 @@ ARBITER = "arbiter"
 #: test AUC within 2e-7 of 52 bits (docs/performance.md).
 VALUE_FRAC_BITS = 22
 
-#: Integer bits (and the sign) assumed of a standardized feature when choosing how to share a product
-#: (:meth:`Encryptor.matvec`): |x| < 4 for nearly every entry; the choice changes speed only.
-SPLIT_INT_BITS = 3
 #: Niceness of the background processes that encrypt zeros ahead of time: they fill their pools on cores
 #: the parties' own work leaves idle, instead of slowing a product down.
 ZERO_NICE = 10
@@ -398,28 +395,27 @@ class Encryptor:
 
     def matvec(self, vector: EncryptedVector, X: np.ndarray, *, layout: Layout | None, rows: int,
                frac_bits: int) -> EncryptedVector:
-        """X^T [v] (packed or not), the first background process computing one half while this process
-        computes the other: half of the ciphertexts (the two partial products multiplied) or half of the
-        columns, whichever duplicates less work (:func:`~ppml.crypto.products.split_by_rows`). The same
+        """X^T [v] (packed or not), the product process computing one part while this process computes the
+        other: half of the ciphertexts (the two partial products multiplied) or a share of the columns,
+        whichever leaves the busier process less work (:func:`~ppml.crypto.products.split_product`). The same
         ciphertexts as in line."""
-        if self._products is None:
+        t, width = (1, 0) if layout is None else (layout.slots, layout.width)
+        E = None if self._products is None else vector.exponents(X, frac_bits=frac_bits, slots=t)
+        if E is None or (len(vector) < 2 and X.shape[1] < 2):
             return product(vector, X, layout=layout, rows=rows, frac_bits=frac_bits)
         background = self._products
-        t, width = (1, 0) if layout is None else (layout.slots, layout.width)
-        columns = X.shape[1]
-        if len(vector) > 1 and (columns < 2 or split_by_rows(len(vector), columns, t, width,
-                                                              frac_bits + SPLIT_INT_BITS)):
+        theirs = split_product(E, width)
+        if theirs is None:
             cut = len(vector) // 2 * t  # the rows of the background process's ciphertexts
             background.ask_product(vector[:cut // t], X[:cut], layout=layout, rows=cut, frac_bits=frac_bits)
             mine = product(vector[cut // t:], X[cut:], layout=layout, rows=rows - cut, frac_bits=frac_bits)
             return background.product() + mine
-        if columns < 2:
-            background.ask_product(vector, X, layout=layout, rows=rows, frac_bits=frac_bits)
-            return background.product()
-        cut = columns // 2
-        background.ask_product(vector, X[:, :cut], layout=layout, rows=rows, frac_bits=frac_bits)
-        mine = product(vector, X[:, cut:], layout=layout, rows=rows, frac_bits=frac_bits)
-        return EncryptedVector.concat([background.product(), mine])
+        ours = [j for j in range(X.shape[1]) if j not in theirs]
+        background.ask_product(vector, X[:, theirs], layout=layout, rows=rows, frac_bits=frac_bits)
+        mine = product(vector, X[:, ours], layout=layout, rows=rows, frac_bits=frac_bits).ciphertexts.tolist()
+        done = background.product()
+        joined = dict(zip([*theirs, *ours], [*done.ciphertexts.tolist(), *mine]))
+        return EncryptedVector(self.public_key, [joined[j] for j in range(X.shape[1])], done.frac_bits)
 
     def rerandomize(self, vector: EncryptedVector) -> EncryptedVector:
         """The same plaintexts under fresh randomness."""

@@ -154,9 +154,9 @@ class Layout:
         if X.shape[0] != rows or len(vector) != -(-rows // t):
             raise ValueError(f"a packed product needs {-(-rows // t)} ciphertexts for {rows} rows and X of "
                              f"{rows} rows, got {len(vector)} and {X.shape[0]}")
-        by_tables = vector.matvec_by_tables(X, frac_bits=frac_bits, slots=t, width=self.width)
-        if by_tables is not None:  # the same ciphertexts as the loop below, when estimated cheaper
-            return by_tables
+        planned = vector.matvec_planned(X, frac_bits=frac_bits, slots=t, width=self.width)
+        if planned is not None:  # the same ciphertexts as the loop below, when estimated cheaper
+            return planned
         out = None
         for k in range(t):
             part = X[k::t]

@@ -19,9 +19,10 @@ instead of one :class:`phe.EncryptedNumber` per value:
 - decryption by the Chinese remainder theorem over p^2 and q^2, as phe does, one call per vector.
 - homomorphic operations: sums (ciphertext products), products with fixed-point plaintexts (short
   exponents; negative factors through modular inverses, batch-inverted with one extended gcd per vector),
-  and the encrypted matrix-vector product sum_i [v_i] X_ij for every column j, by subset-product tables shared
-  by all columns or by a bucket (Pippenger) multi-exponentiation per column, whichever is estimated cheaper
-  (:mod:`ppml.crypto.products`; both give the same ciphertexts).
+  and the encrypted matrix-vector product sum_i [v_i] X_ij for every column j, each column by subset-product
+  tables shared by the columns, by value buckets (columns of few distinct values), or by a bucket (Pippenger)
+  multi-exponentiation, whichever is estimated cheaper (:mod:`ppml.crypto.products`; all give the same
+  ciphertexts).
 - ``plaintext`` scheme: the same API, encoding, overflow checks and message flow, with the identity in
   place of encryption ("ciphertexts" are the residues m mod n). Protocols use it for their
   ``encrypted: false`` mode; decoded results are bit-identical to the encrypted scheme's.
@@ -81,7 +82,7 @@ import phe
 import scipy.sparse as sp
 from gmpy2 import mpz
 
-from ppml.crypto.products import batch_invert, bucket_cost, multiexp, table_cost, table_matvec
+from ppml.crypto.products import batch_invert, bucket_cost, multiexp, plan, planned_matvec
 from ppml.network import register_wire_type
 
 __all__ = [
@@ -847,10 +848,11 @@ class EncryptedVector:
             k ciphertexts.
         """
         frac_bits = _check_frac_bits(frac_bits)
+        _check_matrix(X, len(self))
+        planned = self.matvec_planned(X, frac_bits=frac_bits)
+        if planned is not None:
+            return planned
         columns = _encoded_columns(X, n_rows=len(self), frac_bits=frac_bits, max_int=self._pk.max_int)
-        by_tables = self.matvec_by_tables(X, frac_bits=frac_bits)
-        if by_tables is not None:
-            return by_tables
         pk = self._pk
         f = self._f + frac_bits
         if not pk.encrypted:
@@ -867,24 +869,17 @@ class EncryptedVector:
             out.append(multiexp(chosen, np.abs(e), nsq))
         return EncryptedVector._trusted(pk, out, f)
 
-    def matvec_by_tables(self, X: Any, *, frac_bits: int, slots: int = 1,
-                         width: int = 0) -> "EncryptedVector | None":
-        """X^T v by subset-product tables shared by every column (:func:`ppml.crypto.products.table_matvec`),
-        or None where that method does not apply (plaintext scheme, sparse X, encodings beyond int64) or is
-        not estimated cheaper than the bucket method: the caller then runs the bucket method, which gives
-        the same ciphertexts.
-
-        With ``slots = t > 1`` the vector is packed: ciphertext l carries rows l t, ..., l t + t - 1 of X,
-        and each column's product is joined over the slot positions k as prod_k F_k^(2^((t - 1 - k) width))
-        (:meth:`ppml.crypto.packing.Layout.matvec`). X has at most ``t len(self)`` rows; those beyond its
-        last row count as zeros.
-        """
+    def exponents(self, X: Any, *, frac_bits: int, slots: int = 1) -> np.ndarray | None:
+        """The signed integer exponents E of X^T v, shape (slots, len(self), columns), E[k, l, j] = the encoded
+        X[l t + k, j] (rows beyond X's last count as zeros); None where :meth:`matvec_planned` does not apply
+        (plaintext scheme, sparse X, encodings beyond int64)."""
         pk = self._pk
         if not pk.encrypted or sp.issparse(X) or len(self) == 0:
             return None
         frac_bits = _check_frac_bits(frac_bits)
+        _check_matrix(X, None)
         dense = np.asarray(X, dtype=np.float64)
-        if dense.ndim != 2 or not 0 < dense.shape[0] <= slots * len(self):
+        if not 0 < dense.shape[0] <= slots * len(self):
             raise ValueError(f"X must have between 1 and {slots * len(self)} rows to multiply this vector, "
                              f"got shape {dense.shape}")
         scaled = _scaled(dense, frac_bits, pk.max_int, name="X")
@@ -892,11 +887,29 @@ class EncryptedVector:
             return None
         padded = np.zeros((slots * len(self), dense.shape[1]), dtype=np.int64)
         padded[:dense.shape[0]] = scaled.astype(np.int64)
-        E = padded.reshape(len(self), slots, dense.shape[1]).transpose(1, 0, 2)  # E[k, l, j] = X[l t + k, j]
-        if table_cost(E, width) >= bucket_cost(E, width):
+        return padded.reshape(len(self), slots, dense.shape[1]).transpose(1, 0, 2)
+
+    def matvec_planned(self, X: Any, *, frac_bits: int, slots: int = 1,
+                       width: int = 0) -> "EncryptedVector | None":
+        """X^T v with each column by shared subset-product tables or by value buckets, whichever the cost
+        model prices lower (:func:`ppml.crypto.products.plan`), or None where neither applies (see
+        :meth:`exponents`) or the bucket method per column is estimated cheaper: the caller then runs the
+        bucket method, which gives the same ciphertexts.
+
+        With ``slots = t > 1`` the vector is packed: ciphertext l carries rows l t, ..., l t + t - 1 of X,
+        and each column's product is joined over the slot positions k as prod_k F_k^(2^((t - 1 - k) width))
+        (:meth:`ppml.crypto.packing.Layout.matvec`). X has at most ``t len(self)`` rows; those beyond its
+        last row count as zeros.
+        """
+        E = self.exponents(X, frac_bits=frac_bits, slots=slots)
+        if E is None:
             return None
-        out = table_matvec([mpz(c) for c in self._c], E, width=width, modulus=pk._nsq)
-        return EncryptedVector._trusted(pk, out, self._f + frac_bits)
+        chosen = plan(E, width)
+        if chosen.cost >= bucket_cost(E, width):
+            return None
+        pk = self._pk
+        out = planned_matvec([mpz(c) for c in self._c], E, chosen, width=width, modulus=pk._nsq)
+        return EncryptedVector._trusted(pk, out, self._f + _check_frac_bits(frac_bits))
 
     def sum(self) -> "EncryptedVector":
         """The length-1 vector of the encrypted sum of all elements."""
@@ -964,29 +977,38 @@ def _validate_ciphertexts(public_key: PublicKey, cs: list[int]) -> None:
             f"a ciphertext shares a factor with the modulus of key {public_key.fingerprint}")
 
 
+def _check_matrix(X: Any, n_rows: int | None) -> None:
+    """A TypeError unless X is a real (dense or sparse) matrix, a ValueError unless it has `n_rows` rows
+    (any number when None)."""
+    if sp.issparse(X):
+        shape = X.shape
+    else:
+        dtype = np.asarray(X).dtype
+        if dtype == object or dtype.kind not in "biuf":
+            raise TypeError(f"X must be a real matrix, got dtype {dtype}")
+        shape = np.shape(X)
+    if len(shape) != 2 or (n_rows is not None and shape[0] != n_rows):
+        raise ValueError(f"X must have shape ({n_rows if n_rows is not None else 'n'}, k) to multiply this "
+                         f"vector, got {shape}")
+
+
 def _encoded_columns(X: Any, *, n_rows: int, frac_bits: int,
                      max_int: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per column of X: (row indices, signed encodings) of its entries that are non-zero after encoding.
 
     Encodings are int64 when they fit, else Python ints in an object array.
     """
+    _check_matrix(X, n_rows)
     if sp.issparse(X):
         csc = sp.csc_array(X)
-        shape = csc.shape
-    else:
-        dense = np.asarray(X)
-        if dense.dtype == object or dense.dtype.kind not in "biuf":
-            raise TypeError(f"X must be a real matrix, got dtype {dense.dtype}")
-        shape = dense.shape
-    if len(shape) != 2 or shape[0] != n_rows:
-        raise ValueError(f"X must have shape ({n_rows}, k) to multiply this vector, got {shape}")
-    if sp.issparse(X):
         csc.sum_duplicates()
         scaled = _scaled(csc.data.astype(np.float64), frac_bits, max_int, name="X")
         rows, starts = csc.indices.astype(np.int64), csc.indptr
     else:
+        dense = np.asarray(X)
         scaled = _scaled(dense.astype(np.float64).T.ravel(), frac_bits, max_int, name="X")
-        rows, starts = np.tile(np.arange(n_rows, dtype=np.int64), shape[1]), np.arange(shape[1] + 1) * n_rows
+        rows = np.tile(np.arange(n_rows, dtype=np.int64), dense.shape[1])
+        starts = np.arange(dense.shape[1] + 1) * n_rows
     if scaled.size and np.max(np.abs(scaled)) < 2.0**62:
         encoded = scaled.astype(np.int64)  # exact: integral floats below 2^62
     else:

@@ -17,20 +17,30 @@ the factor (prod_l c_l)^(-2^L). An exponent beyond [-2^L, 2^L) keeps its rest e 
 exponentiation of c_l (or of its inverse) joined at its slot; L is chosen per column by the cost model, so a
 handful of outliers does not lengthen every row.
 
+Columns of few distinct values (categorical or integer features: 2 to 79 values on the credit data) take
+another way, by value buckets (:func:`value_matvec`): per slot position, the ciphertexts whose exponent is the
+same value are multiplied together first (about one product per ciphertext), and the product over the buckets,
+one base per distinct value, is a small multi-exponentiation. A column then costs about |S| products where the
+tables cost about |S| b / g (b exponent bits, g the group size). :func:`plan` sends each column the cheaper
+way, by the cost model, and :func:`planned_matvec` runs both.
+
 The result is the same element of Z*_{n^2}, hence the same ciphertext integers, as the bucket method
 (:meth:`ppml.crypto.paillier.EncryptedVector.matvec` per slot position, joined by Horner's rule): which
-method runs is a matter of cost only (:func:`table_cost` against :func:`bucket_cost`).
+method runs is a matter of cost only (:func:`plan` against :func:`bucket_cost`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 
 import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-__all__ = ["batch_invert", "bucket_cost", "multiexp", "split_by_rows", "table_cost", "table_matvec"]
+__all__ = ["Plan", "Split", "batch_invert", "bucket_cost", "multiexp", "plan", "planned_matvec", "split_product",
+           "table_cost", "table_matvec", "value_cost", "value_matvec"]
 
 # Largest group of ciphertexts whose subset products are tabulated (2^12 entries of 512 bytes at 2048 bits)
 MAX_GROUP = 12
@@ -52,6 +62,7 @@ def _pippenger_cost(count: int, exp_bits: int, window: int) -> float:
     return math.ceil(exp_bits / window) * (count + (1 << window)) + exp_bits
 
 
+@functools.lru_cache(maxsize=4096)
 def _best_pippenger(count: int, exp_bits: int) -> tuple[float, int]:
     """(cost, window) of the cheapest bucket method for `count` exponents of `exp_bits` bits."""
     return min((_pippenger_cost(count, exp_bits, w), w) for w in range(1, 17))
@@ -156,21 +167,42 @@ def _group_size(n: int, rows: int) -> int:
     return min(range(1, MAX_GROUP + 1), key=lambda g: math.ceil(n / g) * ((1 << g) + rows))
 
 
+def _column_profile(e: np.ndarray, n: int) -> tuple[int, int, int]:
+    """(L, outliers, top) of one column's exponents e (all slots) as :func:`table_matvec` uses them: rows of
+    L + 1 bits, `outliers` entries beyond [-2^L, 2^L) kept apart, `top` bits at most."""
+    L, _ = _offset_bits(e, n / 8)
+    outliers = int(np.count_nonzero((e < -(1 << L)) | (e >= (1 << L))))
+    return L, outliers, _bits(e)
+
+
+def _table_column_cost(profile: tuple[int, int, int], slots: int, width: int, groups: int) -> float:
+    """One column's steps in :func:`table_matvec` besides the shared tables: its rows' entries, its outliers'
+    exponentiations, its Horner chain."""
+    L, outliers, top = profile
+    return (slots * (L + 1) * groups + outliers * _POWMOD_PER_BIT * top + slots * (L + 1)
+            + _POWMOD_SQUARING * (slots - 1) * max(0, width - L - 1))
+
+
+def _table_shape(n: int, slots: int, profiles: list) -> tuple[int, int, float]:
+    """(g, groups, cost of the tables and of prod c) for tables serving the columns of `profiles`."""
+    g = _group_size(n, sum(slots * (L + 1) for L, _, _ in profiles))
+    groups = math.ceil(n / g)
+    return g, groups, groups * ((1 << g) - g - 1) + n
+
+
+def _tables_cost(n: int, slots: int, width: int, profiles: list) -> float:
+    if not profiles:
+        return 0.0
+    if slots > 1 and any(L + 1 > width for L, _, _ in profiles):
+        return math.inf  # rows wider than a slot: not by tables
+    _, groups, shared = _table_shape(n, slots, profiles)
+    return shared + sum(_table_column_cost(p, slots, width, groups) for p in profiles)
+
+
 def table_cost(E: np.ndarray, width: int) -> float:
     """Estimated multiply-and-reduce steps of :func:`table_matvec` for exponents E (slots, n, columns)."""
     slots, n, columns = E.shape
-    probe = [_offset_bits(E[:, :, j], n / 8) for j in range(columns)]
-    rows = sum(slots * (L + 1) for L, _ in probe)
-    g = _group_size(n, rows)
-    groups = math.ceil(n / g)
-    cost = groups * ((1 << g) - g - 1) + n
-    for j in range(columns):
-        L, _ = probe[j]
-        if slots > 1 and L + 1 > width:
-            return math.inf  # rows wider than a slot: the bucket method only
-        cost += _offset_bits(E[:, :, j], groups)[1] + slots * (L + 1)
-        cost += _POWMOD_SQUARING * (slots - 1) * max(0, width - L - 1)
-    return cost
+    return _tables_cost(n, slots, width, [_column_profile(E[:, :, j], n) for j in range(columns)])
 
 
 def bucket_cost(E: np.ndarray, width: int) -> float:
@@ -186,15 +218,168 @@ def bucket_cost(E: np.ndarray, width: int) -> float:
     return cost + _POWMOD_SQUARING * (slots - 1) * width * columns
 
 
-def split_by_rows(n: int, columns: int, slots: int, width: int, bits: int) -> bool:
-    """Whether two processes sharing one product over `n` ciphertexts duplicate less work by taking half of
-    the ciphertexts each (their partial products multiply to the whole, and each runs its Horner chain for
-    every column) than by taking half of the columns each (each builds the tables of every ciphertext).
-    `bits` estimates a row's exponent bits (L + 1); either way the ciphertexts are the same."""
-    by_rows = columns * (slots * bits + _POWMOD_SQUARING * (slots - 1) * max(0, width - bits))
-    g = _group_size(n, -(-columns // 2) * slots * bits)
-    by_columns = math.ceil(n / g) * ((1 << g) - g - 1)
-    return by_rows < by_columns
+# ---------------------------------------------------------------------------------------------------------
+# columns of few distinct values: value buckets
+
+
+def value_cost(e: np.ndarray, width: int) -> float:
+    """Estimated steps of :func:`value_matvec` for one column's exponents e (slots, n)."""
+    slots = e.shape[0]
+    cost = (slots - 1) * (1 + _POWMOD_SQUARING * width)  # the Horner chain over the slots
+    for row in e:
+        live = row[row != 0]
+        if live.size == 0:
+            continue
+        values = np.unique(live)
+        cut = int(np.searchsorted(values, 0))
+        cost += live.size - values.size + _buckets_cost(len(values) - cut, _bits(values[cut:]))
+        if cut:
+            cost += _buckets_cost(cut, _bits(values[:cut])) + 4  # its share of the batch inversion, a product
+    return cost
+
+
+def _buckets_cost(count: int, exp_bits: int) -> float:
+    """The multi-exponentiation over `count` buckets of exponents below 2^exp_bits (:func:`multiexp`'s two
+    ways, without its cut of rare large exponents)."""
+    if count == 0:
+        return 0.0
+    return min(_best_pippenger(count, exp_bits)[0], _POWMOD_PER_BIT * count * exp_bits)
+
+
+def _value_buckets(bases: list, e: np.ndarray, modulus: mpz) -> tuple[mpz | None, mpz | None]:
+    """(prod_{e_l > 0} c_l^(e_l), prod_{e_l < 0} c_l^(-e_l)), None for an empty product: the ciphertexts of
+    each distinct exponent multiplied together first, then one multi-exponentiation over those buckets."""
+    live = np.flatnonzero(e)
+    if live.size == 0:
+        return None, None
+    values, inverse, counts = np.unique(e[live], return_inverse=True, return_counts=True)
+    members = live[np.argsort(inverse, kind="stable")].tolist()
+    buckets, start = [], 0
+    for count in counts.tolist():
+        acc = bases[members[start]]
+        for i in members[start + 1:start + count]:
+            acc = acc * bases[i] % modulus
+        buckets.append(acc)
+        start += count
+    cut = int(np.searchsorted(values, 0))  # values ascend: the negative ones first
+    positive = multiexp(buckets[cut:], values[cut:], modulus) if cut < len(values) else None
+    negative = multiexp(buckets[:cut], -values[:cut], modulus) if cut else None
+    return positive, negative
+
+
+def value_matvec(bases: list, E: np.ndarray, *, width: int, modulus: mpz) -> list:
+    """The same products as :func:`table_matvec` (every column of E), by value buckets: per slot position,
+    the ciphertexts of equal exponents multiplied together, then one multi-exponentiation over the distinct
+    values; negative values through one batch inversion for all; the slots joined by Horner's rule."""
+    slots, n, columns = E.shape
+    if n != len(bases):
+        raise ValueError(f"{len(bases)} ciphertexts for exponents of {n}")
+    parts = [_value_buckets(bases, E[k, :, j], modulus) for j in range(columns) for k in range(slots)]
+    inverses = iter(batch_invert([neg for _, neg in parts if neg is not None], modulus))
+    out = []
+    for j in range(columns):
+        acc = None
+        for k in range(slots):
+            positive, negative = parts[j * slots + k]
+            if negative is not None:
+                inverse = next(inverses)
+                positive = inverse if positive is None else positive * inverse % modulus
+            if acc is not None and slots > 1:
+                acc = gmpy2.powmod(acc, 1 << width, modulus)
+            if positive is not None:
+                acc = positive if acc is None else acc * positive % modulus
+        out.append(mpz(1) if acc is None else acc)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# each column its way; two processes sharing one product
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which columns of a product go by value buckets and which by shared tables, and the estimated steps.
+
+    Attributes
+    ----------
+    values, tables : tuple of int
+        Column indices for :func:`value_matvec` and for :func:`table_matvec`.
+    cost : float
+        Estimated multiply-and-reduce steps of the whole product.
+    column_costs : tuple of float
+        Each column's own steps (for a table column, without the tables it shares).
+    shared : float
+        The tables' own steps (0 without table columns).
+    """
+
+    values: tuple[int, ...]
+    tables: tuple[int, ...]
+    cost: float
+    column_costs: tuple[float, ...]
+    shared: float
+
+
+def plan(E: np.ndarray, width: int) -> Plan:
+    """Each column of E (slots, n, columns) by value buckets or by tables, whichever the cost model prices
+    lower for the product as a whole: columns are moved to buckets in order of what they save against their
+    own table rows, and the cheapest of those splits is kept."""
+    slots, n, columns = E.shape
+    profiles = [_column_profile(E[:, :, j], n) for j in range(columns)]
+    by_values = [value_cost(E[:, :, j], width) for j in range(columns)]
+    fits = [slots == 1 or L + 1 <= width for L, _, _ in profiles]
+    _, groups, _ = _table_shape(n, slots, profiles)
+    own = [_table_column_cost(p, slots, width, groups) for p in profiles]
+    order = sorted(range(columns), key=lambda j: (fits[j], by_values[j] - own[j]))
+    best = None
+    for m in range(columns + 1):
+        values, tables = sorted(order[:m]), sorted(order[m:])
+        cost = sum(by_values[j] for j in values) + _tables_cost(n, slots, width, [profiles[j] for j in tables])
+        if best is None or cost < best[0]:
+            best = (cost, values, tables)
+    cost, values, tables = best
+    shared, column_costs = 0.0, list(by_values)
+    if tables:
+        _, groups, shared = _table_shape(n, slots, [profiles[j] for j in tables])
+        for j in tables:
+            column_costs[j] = _table_column_cost(profiles[j], slots, width, groups)
+    return Plan(tuple(values), tuple(tables), cost, tuple(column_costs), shared)
+
+
+def planned_matvec(bases: list, E: np.ndarray, chosen: Plan, *, width: int, modulus: mpz) -> list:
+    """Every column's product by the method `chosen` gives it (:func:`plan`), in the columns' order."""
+    out: list = [None] * E.shape[2]
+    for columns, method in ((chosen.values, value_matvec), (chosen.tables, table_matvec)):
+        if columns:
+            for j, c in zip(columns, method(bases, E[:, :, list(columns)], width=width, modulus=modulus)):
+                out[j] = c
+    return out
+
+
+def split_product(E: np.ndarray, width: int) -> tuple[int, ...] | None:
+    """How two processes share one product over the same ciphertexts: None to take half of the ciphertexts
+    each (their partial products multiply to the whole; each runs its per-column work for every column), else
+    the columns the second process takes (each builds the tables of every ciphertext for its table columns).
+    Whichever leaves the busier process the least work by the cost model; either way the ciphertexts are the
+    same."""
+    slots, n, columns = E.shape
+    by_rows = math.inf
+    if n > 1:
+        by_rows = max(plan(E[:, :n // 2], width).cost, plan(E[:, n // 2:], width).cost)
+    if columns < 2:
+        return None
+    whole = plan(E, width)
+    load, theirs, tabled = [0.0, 0.0], [], [False, False]
+    for j in sorted(range(columns), key=lambda j: -whole.column_costs[j]):  # the largest first, to the lighter
+        extra = [whole.column_costs[j] + (whole.shared if j in whole.tables and not tabled[s] else 0.0)
+                 for s in (0, 1)]
+        side = 0 if load[0] + extra[0] <= load[1] + extra[1] else 1
+        load[side] += extra[side]
+        tabled[side] = tabled[side] or j in whole.tables
+        if side == 1:
+            theirs.append(j)
+    if not theirs or len(theirs) == columns or by_rows <= max(load):
+        return None if n > 1 else tuple(range(columns // 2))
+    return tuple(sorted(theirs))
 
 
 def _tables(bases: list, g: int, modulus: mpz) -> list:
