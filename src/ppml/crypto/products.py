@@ -39,8 +39,8 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-__all__ = ["Plan", "Split", "batch_invert", "bucket_cost", "multiexp", "plan", "planned_matvec", "split_product",
-           "table_cost", "table_matvec", "value_cost", "value_matvec"]
+__all__ = ["Plan", "batch_invert", "bucket_cost", "multiexp", "plan", "planned_matvec", "split_product", "table_cost",
+           "table_matvec", "value_cost", "value_matvec"]
 
 # Largest group of ciphertexts whose subset products are tabulated (2^12 entries of 512 bytes at 2048 bits)
 MAX_GROUP = 12
