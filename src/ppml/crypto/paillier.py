@@ -82,6 +82,7 @@ import phe
 import scipy.sparse as sp
 from gmpy2 import mpz
 
+from ppml.crypto.multibuffer import powmod_list
 from ppml.crypto.products import batch_invert, bucket_cost, multiexp, plan, planned_matvec
 from ppml.network import register_wire_type
 
@@ -603,9 +604,9 @@ class PrivateKey:
         if self._crt is None:
             return [int(c) for c in cs]
         p, q, psq, qsq, hp, hq, p_inv = self._crt
-        # Two half-size exponentiations per ciphertext (as phe), each half in one call into C.
-        xp = gmpy2.powmod_base_list([c % psq for c in cs], p - 1, psq)
-        xq = gmpy2.powmod_base_list([c % qsq for c in cs], q - 1, qsq)
+        # Two half-size exponentiations per ciphertext (as phe), eight at a time where crypto_mb runs.
+        xp = powmod_list([c % psq for c in cs], [p - 1] * len(cs), psq)
+        xq = powmod_list([c % qsq for c in cs], [q - 1] * len(cs), qsq)
         out = []
         for a, b in zip(xp, xq):
             mp = (a - 1) // p * hp % p
@@ -755,7 +756,7 @@ class EncryptedVector:
             return list(self._c)
         if not self._pk.encrypted:
             return [(c << shift) % self._pk.n for c in self._c]
-        return gmpy2.powmod_base_list(list(self._c), 1 << shift, self._pk._nsq)
+        return powmod_list(list(self._c), [mpz(1) << shift] * len(self._c), self._pk._nsq)
 
     def __add__(self, other: Any) -> "EncryptedVector":
         pk = self._pk
@@ -827,10 +828,7 @@ class EncryptedVector:
         negative = [i for i, k in enumerate(factors) if k < 0]
         for i, inv in zip(negative, batch_invert([bases[i] for i in negative], nsq)):
             bases[i] = inv
-        if np.ndim(values) == 0:  # one shared exponent: a single call into C
-            return EncryptedVector._trusted(pk, gmpy2.powmod_base_list(bases, abs(int(factors[0])), nsq)
-                                            if len(self) else [], f)
-        return EncryptedVector._trusted(pk, [gmpy2.powmod(b, abs(k), nsq) for b, k in zip(bases, factors)], f)
+        return EncryptedVector._trusted(pk, powmod_list(bases, [abs(int(k)) for k in factors], nsq), f)
 
     def matvec(self, X: Any, *, frac_bits: int) -> "EncryptedVector":
         """The encrypted X^T v: for each column j, sum_i [v_i] X_ij, with X encoded at `frac_bits`.

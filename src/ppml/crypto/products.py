@@ -39,6 +39,8 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
+from ppml.crypto.multibuffer import powmod_list
+
 __all__ = ["Plan", "batch_invert", "bucket_cost", "multiexp", "plan", "planned_matvec", "split_product", "table_cost",
            "table_matvec", "value_cost", "value_matvec"]
 
@@ -91,8 +93,9 @@ def _split_bits(exps: np.ndarray, exp_bits: int) -> tuple[int, float]:
 def multiexp(bases: list, exps: np.ndarray, modulus: mpz) -> mpz:
     """prod_i bases[i]^exps[i] mod modulus for non-negative exponents (int64 or object array).
 
-    Chooses between one gmpy2.powmod per base and the bucket method by their estimated costs; the bucket
-    method may first cut rare large exponents off (:func:`_split_bits`).
+    Chooses between one exponentiation per base (eight at a time where :mod:`ppml.crypto.multibuffer` runs)
+    and the bucket method by their estimated costs; the bucket method may first cut rare large exponents off
+    (:func:`_split_bits`).
     """
     if len(bases) == 0:
         return mpz(1)
@@ -103,8 +106,8 @@ def multiexp(bases: list, exps: np.ndarray, modulus: mpz) -> mpz:
     naive_cost = _POWMOD_PER_BIT * sum(int(e).bit_length() for e in exps)
     if naive_cost <= cost:
         acc = mpz(1)
-        for b, e in zip(bases, exps):
-            acc = acc * gmpy2.powmod(b, int(e), modulus) % modulus
+        for power in powmod_list(bases, [int(e) for e in exps], modulus):
+            acc = acc * power % modulus
         return acc
     if bits == exp_bits:
         return _pippenger(bases, exps, modulus, exp_bits=exp_bits, window=_best_pippenger(len(bases), bits)[1])
@@ -276,20 +279,28 @@ def value_matvec(bases: list, E: np.ndarray, *, width: int, modulus: mpz) -> lis
         raise ValueError(f"{len(bases)} ciphertexts for exponents of {n}")
     parts = [_value_buckets(bases, E[k, :, j], modulus) for j in range(columns) for k in range(slots)]
     inverses = iter(batch_invert([neg for _, neg in parts if neg is not None], modulus))
-    out = []
-    for j in range(columns):
-        acc = None
+    for j in range(columns):  # each negative part times its inverse, in the order batch_invert took them
         for k in range(slots):
             positive, negative = parts[j * slots + k]
             if negative is not None:
                 inverse = next(inverses)
-                positive = inverse if positive is None else positive * inverse % modulus
-            if acc is not None and slots > 1:
-                acc = gmpy2.powmod(acc, 1 << width, modulus)
+                parts[j * slots + k] = (inverse if positive is None else positive * inverse % modulus), None
+    accs: list = [None] * columns
+    for k in range(slots):
+        _shift_all(accs, [width] * columns, modulus)
+        for j in range(columns):
+            positive = parts[j * slots + k][0]
             if positive is not None:
-                acc = positive if acc is None else acc * positive % modulus
-        out.append(mpz(1) if acc is None else acc)
-    return out
+                accs[j] = positive if accs[j] is None else accs[j] * positive % modulus
+    return [mpz(1) if acc is None else acc for acc in accs]
+
+
+def _shift_all(accs: list, shifts: list, modulus: mpz) -> None:
+    """accs[j] <- accs[j]^(2^shifts[j]) in place for every accumulator that is set and every shift > 0: the
+    columns' Horner steps between two slots, in one batch of exponentiations."""
+    live = [j for j, acc in enumerate(accs) if acc is not None and shifts[j] > 0]
+    for j, power in zip(live, powmod_list([accs[j] for j in live], [mpz(1) << shifts[j] for j in live], modulus)):
+        accs[j] = power
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -460,7 +471,7 @@ def table_matvec(bases: list, E: np.ndarray, *, width: int, modulus: mpz) -> lis
 
     padded = groups * g
     weights = (1 << np.arange(g, dtype=np.int64))
-    out = []
+    rows = []
     for j, L in enumerate(Ls):
         low = np.zeros((slots, padded), dtype=np.int64)
         low[:, :n] = np.clip(E[:, :, j], -(1 << L), (1 << L) - 1) + (1 << L)
@@ -468,18 +479,19 @@ def table_matvec(bases: list, E: np.ndarray, *, width: int, modulus: mpz) -> lis
         bits = (low.reshape(slots, groups, g)[..., None] >> np.arange(L + 1, dtype=np.int64)) & 1
         patterns = np.einsum("kgib,i->kbg", bits, weights)
         entries = (np.arange(groups, dtype=np.int64) << g) + patterns
-        rows = [[entries[k, b][patterns[k, b] != 0].tolist() for b in range(L + 1)] for k in range(slots)]
-        acc = None
-        for k in range(slots):
-            if acc is not None and width > L + 1:
-                acc = gmpy2.powmod(acc, 1 << (width - L - 1), modulus)
+        rows.append([[entries[k, b][patterns[k, b] != 0].tolist() for b in range(L + 1)] for k in range(slots)])
+    accs: list = [None] * columns
+    for k in range(slots):
+        _shift_all(accs, [width - L - 1 for L in Ls], modulus)  # the Horner step between slots
+        for j, L in enumerate(Ls):
+            acc = accs[j]
             for b in range(L, -1, -1):
                 if acc is not None:
                     acc = acc * acc % modulus
-                for i in rows[k][b]:
+                for i in rows[j][k][b]:
                     acc = flat[i] if acc is None else acc * flat[i] % modulus
             acc = unoffset[L] if acc is None else acc * unoffset[L] % modulus
             for i, r in outliers[j].get(k, ()):
                 acc = acc * gmpy2.powmod(inverse[i] if r < 0 else bases[i], abs(r), modulus) % modulus
-        out.append(acc)
-    return out
+            accs[j] = acc
+    return accs
