@@ -470,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
                       "batches_per_epoch": n_batches, "host_features": host.n_features,
                       "guest_features": guest.n_features, "mask_bits": mask_bits, "synthetic_data": synthetic,
                       "host_squares_per_row": int(args.squares == "rows"), "ours_scale": scale,
-                      "workers": args.workers, "crypto_mb": multibuffer.enabled()},
+                      "workers": args.workers, "crypto_mb_lanes": multibuffer.LANES if multibuffer.enabled() else 0},
             "load_average": {"before_1min": load_before[0], "before_5min": load_before[1],
                              "before_15min": load_before[2], "after_1min": load_after[0],
                              "after_5min": load_after[1], "after_15min": load_after[2]},
