@@ -18,8 +18,19 @@ multiply-add instructions. A call costs the same for one busy lane as for eight,
   modulus's Montgomery constants in every call), about 80 of gmpy2's per-bit steps, so short exponents or few
   of them stay with gmpy2 (:func:`_faster`).
 
-Only public ciphertexts, public exponents and the key holder's own decryption go through it: it computes
-exponentiations, it does not see which party's values they carry.
+Fixed-base exponentiations (:class:`FixedBase`). The DJN obfuscators h_s^alpha of every encryption are
+products of one entry per base-2^w digit of alpha from a table of h_s^(d 2^(w i)). The library exports its
+eight-lane almost-Montgomery multiplication (``ifma_amm52x{20,40,60,79}_mb8``, the step of its own
+exponentiation) beside the public functions; :class:`FixedBase` keeps the table in Montgomery form, 52-bit
+digits, and multiplies the entries of eight obfuscators at once: at 4096 bits one call for eight products
+took 27 us where one ``gmpy2`` multiply-and-reduce took 10.7 us (the two side by side), so an obfuscator
+costs about a third of its ``gmpy2`` price, and the table is built in less than half the time. The result of
+the same digits is the same integer as ``gmpy2.powmod(h_s, alpha, m)`` (the tests check it). These symbols
+are not in the library's documented interface: :func:`fixed_base` looks them up and returns None when one is
+missing, and the caller keeps its ``gmpy2`` table.
+
+Only public ciphertexts, public exponents, the public key's own base and the key holder's own decryption go
+through it: it computes exponentiations, it does not see which party's values they carry.
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-__all__ = ["LANES", "enabled", "powmod_list", "supports"]
+__all__ = ["LANES", "FixedBase", "enabled", "fixed_base", "powmod_list"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +82,8 @@ def _locate(distribution: str, name: str) -> str | None:
 def _load() -> ctypes.CDLL | None:
     """The crypto_mb library when installed and usable on this processor, else None (once per process)."""
     global _library, _loaded
+    if _loaded:
+        return _library
     with _lock:
         if _loaded:
             return _library
@@ -112,11 +125,6 @@ def _size(modulus: int) -> int | None:
     return next((size for size in _COSTS if size - 64 < bits <= size), None) if modulus % 2 == 1 else None
 
 
-def supports(modulus: int) -> bool:
-    """Whether crypto_mb handles this modulus (odd, of a size it has) in this process."""
-    return enabled() and _size(modulus) is not None
-
-
 def _faster(size: int, exp_bits: list[int]) -> bool:
     """Whether one call for these (at most eight) exponent lengths is estimated faster than gmpy2."""
     fixed, per_bit = _COSTS[size]
@@ -132,6 +140,11 @@ def _buffer(lib: ctypes.CDLL, bits: int) -> ctypes.Array:
     if buf is None:
         buf = cache[bits] = ctypes.create_string_buffer(lib.mbx_exp_BufferSize(bits))
     return buf
+
+
+def _lanes(words: np.ndarray, nbytes: int) -> ctypes.Array:
+    """The eight lane pointers into `words` (eight numbers of `nbytes` bytes each, one after the other)."""
+    return _P8(*[words.ctypes.data + lane * nbytes for lane in range(LANES)])
 
 
 def _words(values: Sequence, nbytes: int) -> np.ndarray:
@@ -167,18 +180,146 @@ def powmod_list(bases: Sequence, exps: Sequence, modulus) -> list:
         if mod is None:
             buf = _buffer(lib, bits)
             mod = _words([modulus] * LANES, nbytes)
-            mod_p = _P8(*[mod.ctypes.data + lane * nbytes for lane in range(LANES)])
+            mod_p = _lanes(mod, nbytes)
         busy = len(chunk_b)
         chunk_b += [chunk_b[-1]] * (LANES - busy)  # idle lanes repeat the last one: every lane valid
         chunk_e += [chunk_e[-1]] * (LANES - busy)
         exp_bits = max(1, max(lengths[start:start + LANES]))
         b_arr, e_arr = _words(chunk_b, nbytes), _words(chunk_e, nbytes)
         o_arr = np.zeros(LANES * words, dtype=np.uint64)
-        pointers = [_P8(*[a.ctypes.data + lane * nbytes for lane in range(LANES)]) for a in (o_arr, b_arr, e_arr)]
-        status = lib.mbx_exp_mb8(pointers[0], pointers[1], pointers[2], exp_bits, mod_p, bits, buf, len(buf))
+        status = lib.mbx_exp_mb8(_lanes(o_arr, nbytes), _lanes(b_arr, nbytes), _lanes(e_arr, nbytes), exp_bits,
+                                 mod_p, bits, buf, len(buf))
         if status:
             raise RuntimeError(f"crypto_mb mbx_exp_mb8 failed with status {status:#x} ({bits}-bit modulus, "
                                f"{exp_bits}-bit exponents)")
         raw = o_arr.tobytes()
         out.extend(mpz.from_bytes(raw[lane * nbytes:(lane + 1) * nbytes], "little") for lane in range(busy))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# fixed-base exponentiations: Montgomery products eight at a time
+
+#: 52-bit digits of the library's Montgomery multiplication for each modulus size (bits).
+_DIGITS = {1024: 20, 2048: 40, 3072: 60, 4096: 79}
+_RADIX = 52
+_DIGIT_MASK = np.uint64((1 << _RADIX) - 1)
+
+
+def _amm(digits: int):
+    """The library's eight-lane almost-Montgomery product for `digits` 52-bit digits, or None."""
+    lib = _load()
+    fn = None if lib is None else getattr(lib, f"ifma_amm52x{digits}_mb8", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_void_p] * 5
+        fn.restype = None
+    return fn
+
+
+def to_digits(values: Sequence, count: int) -> np.ndarray:
+    """The non-negative integers `values` (each below 2^(52 count)) as rows of `count` 52-bit digits (uint64,
+    least significant first)."""
+    pairs = -(-count // 2)  # two digits are 13 bytes
+    raw = b"".join(mpz(v).to_bytes(13 * pairs, "little") for v in values)
+    n = len(values)
+    grouped = np.frombuffer(raw, dtype=np.uint8).reshape(n, pairs, 13)
+    low = np.zeros((n, pairs, 8), dtype=np.uint8)
+    low[..., :7] = grouped[..., :7]
+    high = np.zeros((n, pairs, 8), dtype=np.uint8)
+    high[..., :7] = grouped[..., 6:]
+    low = low.view(np.uint64)[..., 0] & _DIGIT_MASK
+    high = high.view(np.uint64)[..., 0] >> np.uint64(4)
+    return np.stack([low, high], axis=-1).reshape(n, 2 * pairs)[:, :count]
+
+
+def from_digits(digits: np.ndarray) -> list:
+    """The inverse of :func:`to_digits`: rows of 52-bit digits as mpz."""
+    n, count = digits.shape
+    if (digits >> np.uint64(_RADIX)).any():
+        raise ValueError("a digit of 52 bits or more")
+    pairs = -(-count // 2)
+    padded = np.zeros((n, 2 * pairs), dtype=np.uint64)
+    padded[:, :count] = digits
+    low, high = padded[:, 0::2], padded[:, 1::2]
+    out = np.empty((n, pairs, 13), dtype=np.uint8)
+    out[..., :8] = (low | (high << np.uint64(_RADIX))).reshape(n, pairs, 1).view(np.uint8)
+    out[..., 8:] = (high >> np.uint64(64 - _RADIX)).reshape(n, pairs, 1).view(np.uint8)[..., :5]
+    raw, size = out.tobytes(), 13 * pairs
+    return [mpz.from_bytes(raw[i * size:(i + 1) * size], "little") for i in range(n)]
+
+
+class FixedBase:
+    """base^alpha mod `modulus` for many alphas given by their base-2^window digits, eight per library call.
+
+    The table holds base^(d 2^(window i)) for every digit value d and position i < `rows`, in Montgomery form
+    (times R = 2^(52 L) mod the modulus, L 52-bit digits); an exponentiation is the product of one entry per
+    digit, eight exponentiations side by side, then one product by 1 to leave the Montgomery form. Memory:
+    rows 2^window L 8 bytes (222 MiB for 86 rows of 12-bit digits modulo a 4096-bit n^2).
+
+    Build it with :func:`fixed_base`, which returns None where the library cannot.
+    """
+
+    def __init__(self, base, modulus, *, rows: int, window: int, digits: int, amm) -> None:
+        m = mpz(modulus)
+        self.modulus, self.rows, self.window = m, int(rows), int(window)
+        self._amm, self._digits = amm, digits
+        radix = mpz(1) << _RADIX
+        self._k0 = np.full(LANES, int((-gmpy2.invert(m, radix)) % radix), dtype=np.uint64)
+        self._mod = np.ascontiguousarray(np.repeat(to_digits([m], digits).T, LANES, axis=1))
+        self._one = np.zeros((digits, LANES), dtype=np.uint64)
+        self._one[0] = 1
+        r = (mpz(1) << (_RADIX * digits)) % m
+        power, firsts = mpz(base) % m, []
+        for _ in range(self.rows):  # base^(2^(window i)) in Montgomery form
+            firsts.append(power * r % m)
+            power = gmpy2.powmod(power, 1 << self.window, m)
+        table = np.empty((self.rows, 1 << self.window, digits), dtype=np.uint64)
+        table[:, 0, :] = to_digits([r], digits)[0]
+        table[:, 1, :] = to_digits(firsts, digits)
+        mod, k0 = self._mod.ctypes.data, self._k0.ctypes.data
+        for start in range(0, self.rows, LANES):  # eight rows at a time: entry d = entry d - 1 times entry 1
+            busy = min(LANES, self.rows - start)
+            step = np.empty((digits, LANES), dtype=np.uint64)
+            step[:, :busy] = table[start:start + busy, 1, :].T
+            step[:, busy:] = step[:, :1]
+            acc = step.copy()
+            for d in range(2, 1 << self.window):
+                amm(acc.ctypes.data, acc.ctypes.data, step.ctypes.data, mod, k0)
+                table[start:start + busy, d, :] = acc[:, :busy].T
+        self._table = table
+        self._positions = np.arange(self.rows)[:, None]
+
+    def powers(self, digits: np.ndarray) -> list:
+        """base^alpha for each row of `digits` (shape (count, rows), alpha = sum_i digits[:, i] 2^(window i)),
+        as mpz below the modulus."""
+        digits = np.asarray(digits)
+        if digits.ndim != 2 or digits.shape[1] != self.rows:
+            raise ValueError(f"digits of shape (count, {self.rows}) expected, got {digits.shape}")
+        if digits.size and not (0 <= digits.min() and digits.max() < (1 << self.window)):
+            raise ValueError(f"digits must lie in [0, 2^{self.window})")
+        mod, k0, one = self._mod.ctypes.data, self._k0.ctypes.data, self._one.ctypes.data
+        stride = self._digits * LANES * 8
+        out: list = []
+        for start in range(0, len(digits), LANES):
+            chunk = digits[start:start + LANES]
+            busy = len(chunk)
+            if busy < LANES:  # idle lanes repeat the last one
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], LANES - busy, axis=0)])
+            # entries[i] holds the eight lanes' entries of digit position i, digit-major (the library's layout)
+            entries = np.ascontiguousarray(self._table[self._positions, chunk.T].transpose(0, 2, 1))
+            acc = entries.ctypes.data
+            for i in range(1, self.rows):
+                self._amm(acc, acc, acc + i * stride, mod, k0)
+            self._amm(acc, acc, one, mod, k0)  # out of the Montgomery form (below 2 m: reduced below)
+            out.extend(v % self.modulus for v in from_digits(np.ascontiguousarray(entries[0].T[:busy])))
+        return out
+
+
+def fixed_base(base, modulus, *, rows: int, window: int) -> FixedBase | None:
+    """A :class:`FixedBase` for `base` modulo `modulus`, or None where the library cannot compute it (not
+    installed or not applicable, an even modulus or one of another size, or its multiplication not exported)."""
+    size = _size(mpz(modulus)) if enabled() else None
+    amm = None if size is None else _amm(_DIGITS[size])
+    if amm is None:
+        return None
+    return FixedBase(base, modulus, rows=rows, window=window, digits=_DIGITS[size], amm=amm)

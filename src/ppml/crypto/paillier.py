@@ -13,7 +13,8 @@ instead of one :class:`phe.EncryptedNumber` per value:
   ``textbook`` (rho = r^n, r uniform in Z*_n, as phe does) or ``djn`` (default; rho = h_s^alpha with a
   published h_s = (-x^2)^n mod n^2 and a short uniform alpha, computed from a fixed-base table with about
   bits/(2w) multiplications for w-bit digits of alpha (bits/16 by default) instead of a full-length modular
-  exponentiation; see :meth:`PublicKey.build_table`). Obfuscators come from :mod:`secrets`, never from a
+  exponentiation; see :meth:`PublicKey.build_table`; eight at a time through crypto_mb's Montgomery
+  multiplication where :mod:`ppml.crypto.multibuffer` runs). Obfuscators come from :mod:`secrets`, never from a
   seeded generator; :meth:`PublicKey.precompute` may fill a pool ahead of time, and each pooled obfuscator
   is used once.
 - decryption by the Chinese remainder theorem over p^2 and q^2, as phe does, one call per vector.
@@ -82,7 +83,7 @@ import phe
 import scipy.sparse as sp
 from gmpy2 import mpz
 
-from ppml.crypto.multibuffer import powmod_list
+from ppml.crypto.multibuffer import FixedBase, fixed_base, powmod_list
 from ppml.crypto.products import batch_invert, bucket_cost, multiexp, plan, planned_matvec
 from ppml.network import register_wire_type
 
@@ -296,12 +297,17 @@ def _textbook_obfuscators(n: mpz, count: int) -> list[mpz]:
     return [gmpy2.powmod(_unit_below(n), n, nsq) for _ in range(count)]
 
 
+def _djn_rows(bits: int, window: int) -> int:
+    """Base-2^window digits of an alpha of at least ceil(bits/2) bits."""
+    return -(-((bits + 1) // 2) // window)
+
+
 def _djn_table(h_s: mpz, nsq: mpz, bits: int, window: int) -> list[list]:
     """table[i][d] = h_s^(d 2^(window i)), d < 2^window, i over the base-2^window digits of an alpha of at
     least ceil(bits/2) bits."""
     table = []
     base = h_s
-    for _ in range(-(-((bits + 1) // 2) // window)):
+    for _ in range(_djn_rows(bits, window)):
         row = [mpz(1), base]
         for _ in range(2, 1 << window):
             row.append(row[-1] * base % nsq)
@@ -310,19 +316,19 @@ def _djn_table(h_s: mpz, nsq: mpz, bits: int, window: int) -> list[list]:
     return table
 
 
-def _random_digits(count: int, rows: int, window: int) -> list[list[int]]:
+def _random_digits(count: int, rows: int, window: int) -> np.ndarray:
     """`count` uniform alphas of rows * window bits from the OS generator, each as its `rows` base-2^window
-    digits (least significant first)."""
+    digits (least significant first), shape (count, rows)."""
     nbytes = -(-rows * window // 8)
     raw = np.frombuffer(secrets.token_bytes(count * nbytes), dtype=np.uint8).reshape(count, nbytes)
     bits = np.unpackbits(raw, axis=1, bitorder="little")[:, :rows * window].reshape(count, rows, window)
-    return (bits.astype(np.int64) @ (np.int64(1) << np.arange(window, dtype=np.int64))).tolist()
+    return bits.astype(np.int64) @ (np.int64(1) << np.arange(window, dtype=np.int64))
 
 
 def _djn_obfuscators(table: list[list], nsq: mpz, count: int, window: int) -> list[mpz]:
     """h_s^alpha for fresh uniform alpha: rho = prod_i table[i][digit_i], one multiplication per digit."""
     out = []
-    for digits in _random_digits(count, len(table), window):
+    for digits in _random_digits(count, len(table), window).tolist():
         acc = None
         for row, digit in zip(table, digits):
             if digit:
@@ -369,7 +375,7 @@ class PublicKey:
         self._n = mpz(n)
         self._nsq = mpz(self.nsquare)
         self._pool: deque = deque()
-        self._djn_table: list | None = None
+        self._djn_table: list | FixedBase | None = None
         self._djn_window = _DJN_WINDOW
         self.h_s = None if h_s is None else int(h_s)
 
@@ -489,6 +495,8 @@ class PublicKey:
             return _textbook_obfuscators(self._n, count)
         if self._djn_table is None:
             self.build_table(self._djn_window)
+        if isinstance(self._djn_table, FixedBase):
+            return self._djn_table.powers(_random_digits(count, self._djn_table.rows, self._djn_window))
         return _djn_obfuscators(self._djn_table, self._nsq, count, self._djn_window)
 
     def build_table(self, window: int = _DJN_WINDOW) -> None:
@@ -496,9 +504,11 @@ class PublicKey:
 
         Otherwise the first encryption builds it with the default window (8). A process that encrypts a lot
         (a protocol's background worker) gains from a wider one: 12 bits cut the products per obfuscator by a
-        third for a 180 MiB table (2048-bit key) that takes about a second to build. The obfuscators' law is
-        the same for every window (alpha uniform over at least ceil(bits/2) bits). A no-op for the other
-        schemes.
+        third for a table of about 200 MiB (2048-bit key) that takes one to three seconds to build. Where
+        :func:`~ppml.crypto.multibuffer.fixed_base` can, the table is crypto_mb's (Montgomery form, eight
+        obfuscators per product call), else a list of gmpy2 integers: the same integers for the same digits.
+        The obfuscators' law is the same for every window (alpha uniform over at least ceil(bits/2) bits). A
+        no-op for the other schemes.
         """
         if not isinstance(window, (int, np.integer)) or isinstance(window, bool) or \
                 not 1 <= window <= MAX_DJN_WINDOW:
@@ -507,8 +517,10 @@ class PublicKey:
         if self.scheme != "djn":
             return
         if self._djn_table is None or self._djn_window != window:
-            self._djn_table = _djn_table(mpz(self.h_s), self._nsq, self.bits, int(window))
-            self._djn_window = int(window)
+            window = int(window)
+            self._djn_table = (fixed_base(self.h_s, self._nsq, rows=_djn_rows(self.bits, window), window=window)
+                               or _djn_table(mpz(self.h_s), self._nsq, self.bits, window))
+            self._djn_window = window
 
     def _encrypt_residues(self, residues: list[int]) -> list[int]:
         """Ciphertexts of residues in [0, n): (1 + m n) rho mod n^2, or the residues themselves."""

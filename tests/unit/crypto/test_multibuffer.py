@@ -109,3 +109,60 @@ def test_decryption_through_the_library_equals_phe(always_batched):
     expected = [phe_key.raw_decrypt(int(c)) for c in enc.ciphertexts]
     n = pk.n
     assert [int(m) % n for m in sk.decrypt_encoded(enc)] == expected
+
+
+def _powers_by_gmpy2(base, modulus, digits, window):
+    return [gmpy2.powmod(base, sum(int(d) << (window * i) for i, d in enumerate(row)), modulus) for row in digits]
+
+
+@needs_library
+@pytest.mark.parametrize("bits", [1000, 1024, 2048, 3072, 4033, 4096])
+def test_fixed_base_powers_equal_gmpy2(bits):
+    rng = np.random.default_rng(bits)
+    modulus = _odd_modulus(rng, bits)
+    base = _below(rng, modulus, 1)[0]
+    for window, rows in ((1, 3), (4, 9), (7, 2)):
+        table = multibuffer.fixed_base(base, modulus, rows=rows, window=window)
+        assert table is not None and table.rows == rows
+        for count in (0, 1, 7, 8, 9, 17):
+            digits = rng.integers(0, 1 << window, size=(count, rows))
+            assert table.powers(digits) == _powers_by_gmpy2(base, modulus, digits, window)
+    extremes = np.array([[0, 0, 0], [127, 127, 127], [0, 127, 1]])  # alpha 0, the largest, mixed
+    table = multibuffer.fixed_base(base, modulus, rows=3, window=7)
+    assert table.powers(extremes) == _powers_by_gmpy2(base, modulus, extremes, 7)
+
+
+@needs_library
+def test_fixed_base_refuses_digits_outside_its_table():
+    rng = np.random.default_rng(5)
+    modulus = _odd_modulus(rng, 2048)
+    table = multibuffer.fixed_base(mpz(3), modulus, rows=4, window=3)
+    with pytest.raises(ValueError, match=r"shape \(count, 4\)"):
+        table.powers(np.zeros((2, 5), dtype=np.int64))
+    for bad in (8, -1):
+        with pytest.raises(ValueError, match=r"\[0, 2\^3\)"):
+            table.powers(np.full((1, 4), bad))
+
+
+def test_fixed_base_none_where_the_library_cannot(monkeypatch):
+    rng = np.random.default_rng(9)
+    assert multibuffer.fixed_base(mpz(3), _odd_modulus(rng, 1500), rows=2, window=2) is None  # no such size
+    assert multibuffer.fixed_base(mpz(3), _odd_modulus(rng, 2048) + 1, rows=2, window=2) is None  # even
+    monkeypatch.setattr(multibuffer, "_amm", lambda digits: None)  # the multiplication not exported
+    assert multibuffer.fixed_base(mpz(3), _odd_modulus(rng, 2048), rows=2, window=2) is None
+    monkeypatch.undo()
+    monkeypatch.setenv("PPML_MULTIBUFFER", "0")
+    monkeypatch.setattr(multibuffer, "_loaded", False)
+    monkeypatch.setattr(multibuffer, "_library", None)
+    assert multibuffer.fixed_base(mpz(3), _odd_modulus(rng, 2048), rows=2, window=2) is None
+
+
+def test_digits_round_trip():
+    rng = np.random.default_rng(4)
+    for count in (1, 20, 40, 79):
+        values = [mpz(0), (mpz(1) << (52 * count)) - 1] + [_odd_modulus(rng, 52 * count - 1) for _ in range(5)]
+        digits = multibuffer.to_digits(values, count)
+        assert digits.shape == (len(values), count) and int(digits.max()) < 1 << 52
+        assert multibuffer.from_digits(digits) == values
+    with pytest.raises(ValueError, match="52 bits"):
+        multibuffer.from_digits(np.full((1, 2), 1 << 52, dtype=np.uint64))

@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 
 from ppml import network
-from ppml.crypto import paillier, products
+from ppml.crypto import multibuffer, paillier, products
 from ppml.crypto.paillier import (CiphertextError, EncodingOverflowError, EncryptedVector, KeyLengthWarning,
                                   PublicKey, generate_keypair, receive_vector)
 
@@ -195,17 +195,24 @@ def test_fresh_randomness(keys, scheme):
     assert len(set(c.ciphertexts) | set(d.ciphertexts) | set(cs)) == 18
 
 
+@pytest.mark.parametrize("table", ["crypto_mb", "gmpy2"])
 @pytest.mark.parametrize("window", [1, 5, 8, 12])
-def test_djn_obfuscator_is_h_s_to_the_drawn_alpha(keys, window, monkeypatch):
+def test_djn_obfuscator_is_h_s_to_the_drawn_alpha(keys, window, table, monkeypatch):
     pk, sk = keys["djn"]
+    if table == "gmpy2":
+        monkeypatch.setattr(paillier, "fixed_base", lambda *args, **kwargs: None)
+    elif not multibuffer.enabled():
+        pytest.skip("crypto_mb cannot run here")
     key = PublicKey(pk.n, scheme="djn", h_s=pk.h_s)
     key.build_table(window)
-    assert len(key._djn_table) * window >= (pk.bits + 1) // 2  # alpha has at least ceil(bits/2) bits
+    assert isinstance(key._djn_table, multibuffer.FixedBase) == (table == "crypto_mb")
+    rows = key._djn_table.rows if table == "crypto_mb" else len(key._djn_table)
+    assert rows * window >= (pk.bits + 1) // 2  # alpha has at least ceil(bits/2) bits
     drawn, real = [], paillier._random_digits
 
     def spy(count, rows, width):
         out = real(count, rows, width)
-        drawn.extend(out)
+        drawn.extend(out.tolist())
         return out
 
     monkeypatch.setattr(paillier, "_random_digits", spy)
