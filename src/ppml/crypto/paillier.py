@@ -108,7 +108,8 @@ SCHEMES = ("djn", "textbook", "plaintext")
 GUARD_BITS = 64
 # Default window (bits per digit of alpha) of the DJN fixed-base table. A w-bit window costs about
 # ceil(bits / 2w) products per obfuscator and a table of 2^w ceil(bits / 2w) elements of Z_{n^2}: for 2048-bit
-# keys w = 8 is 128 products and 16 MiB, w = 12 is 85 products and 180 MiB (see PublicKey.build_table).
+# keys w = 8 is 128 products and 16 MiB, w = 12 is 85 products and 180 MiB (222 MiB in crypto_mb's Montgomery
+# form; see PublicKey.build_table).
 _DJN_WINDOW = 8
 MAX_DJN_WINDOW = 16
 _INTEGER_TYPES = (int, np.integer, type(mpz(0)))
