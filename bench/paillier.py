@@ -54,7 +54,8 @@ Usage: ``python bench/paillier.py [--quick] [--data data/prepared/default_credit
 [--batches 2] [--batch-size 1000] [--rows N] [--frac-bits 16,23] [--workers 1] [--squares sum]
 [--ours-batches N] [--json FILE]``. ``--quick`` (for the test suite): a 1024-bit key, batches of 200, the
 first 1,000 training rows, ``--frac-bits 16`` (packed t = 3 at 1024 bits). The floor's 16-bit table takes
-about 2.3 GB at 2048 bits (0.6 GB at 1024) while it is measured; the full run takes about 7 minutes.
+about 2.7 GB at 2048 bits (0.7 GB at 1024; in crypto_mb's Montgomery form where it runs, 2.3 and 0.6 GB as
+gmpy2 integers) while it is measured; the full run takes about 7 minutes.
 """
 
 from __future__ import annotations
@@ -300,7 +301,7 @@ def best_costs(pk: PublicKey, sk, *, samples: int, repeats: int = 3) -> tuple[di
         start = time.process_time()
         wide.precompute(samples)
         cost["obfuscators"] = min(cost["obfuscators"], (time.process_time() - start) / samples)
-    del wide  # the table: 2^16 elements of Z_{n^2} per 16-bit digit of alpha (about 2 GiB at 2048 bits)
+    del wide  # the table: 2^16 elements of Z_{n^2} per 16-bit digit of alpha (2.3 to 2.7 GB at 2048 bits)
     nsq = gmpy2.mpz(pk.nsquare)
     a, b = gmpy2.mpz(secrets.randbelow(pk.nsquare)), gmpy2.mpz(secrets.randbelow(pk.nsquare))
     loops = 50 * samples

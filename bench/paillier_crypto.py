@@ -3,7 +3,9 @@
 Measures, on one key (default 2048 bits):
 
 - encryption of a float vector: ours (``djn`` and ``textbook`` obfuscators) vs ``phe``'s
-  ``PaillierPublicKey.encrypt`` per value;
+  ``PaillierPublicKey.encrypt`` per value; and the ``djn`` obfuscators alone from the same 8-bit table in
+  crypto_mb's Montgomery form (eight per product call, :class:`ppml.crypto.multibuffer.FixedBase`, where the
+  library runs) and as gmpy2 integers, for the same digits (the same integers, checked);
 - decryption: ours (one CRT pass over the vector) vs ``PaillierPrivateKey.decrypt`` per EncryptedNumber;
 - the encrypted matrix-vector product sum_i [v_i] X_ij (X of shape rows x cols, dense normal entries): ours
   (bucket multi-exponentiation) vs phe EncryptedNumber products and sums, and vs a plain gmpy2 loop of one
@@ -26,6 +28,7 @@ import gmpy2
 import numpy as np
 import phe
 
+from ppml.crypto import multibuffer, paillier
 from ppml.crypto.paillier import EncryptedVector, KeyLengthWarning, PublicKey, generate_keypair
 
 V_FRAC_BITS, X_FRAC_BITS = 40, 36  # multiples of 4, so that phe's base-16 exponents give the same scales
@@ -66,6 +69,33 @@ def loop_matvec(enc: EncryptedVector, X: np.ndarray) -> list:
     return out
 
 
+def obfuscators(pk: PublicKey, *, count: int, window: int = 8) -> None:
+    """DJN obfuscators h_s^alpha for the same digits of alpha: crypto_mb's table against gmpy2's (the module's
+    own table and digit functions, reached here to set the two side by side)."""
+    h_s, nsq = gmpy2.mpz(pk.h_s), gmpy2.mpz(pk.nsquare)
+    rows = -(-((pk.bits + 1) // 2) // window)
+    digits = paillier._random_digits(count, rows, window)
+    table, t_build_gmpy2 = timed(lambda: paillier._djn_table(h_s, nsq, pk.bits, window))
+    reference, t_gmpy2 = timed(lambda: [_product(table, row, nsq) for row in digits.tolist()])
+    fast, t_build = timed(lambda: multibuffer.fixed_base(h_s, nsq, rows=rows, window=window))
+    if fast is None:
+        print(f"obfuscator gmpy2 table {t_gmpy2 / count * 1e3:6.3f} ms (crypto_mb cannot run here)")
+        return
+    got, t_fast = timed(lambda: fast.powers(digits))
+    assert got == reference, "crypto_mb's obfuscators differ from gmpy2's"
+    print(f"obfuscator gmpy2 table {t_gmpy2 / count * 1e3:6.3f} ms | crypto_mb table "
+          f"{t_fast / count * 1e3:6.3f} ms (x{t_gmpy2 / t_fast:.1f}); {window}-bit tables built in "
+          f"{t_build_gmpy2:.2f} s and {t_build:.2f} s")
+
+
+def _product(table: list, digits: list, nsq) -> gmpy2.mpz:
+    """prod_i table[i][digits[i]] mod n^2, as the gmpy2 path of PublicKey forms an obfuscator."""
+    acc = gmpy2.mpz(1)
+    for row, digit in zip(table, digits):
+        acc = acc * row[digit] % nsq
+    return acc
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small run for the test suite: " + " ".join(
@@ -96,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
           f"ours textbook {t_textbook / len(v) * 1e3:6.2f} "
           f"(x{t_phe / t_textbook:.1f}) | ours djn {t_djn / len(v) * 1e3:6.2f} (x{t_phe / t_djn:.1f}; "
           f"one-off table {t_table:.2f} s)")
+
+    obfuscators(pk, count=max(8, len(v)))
 
     mine, t_dec = timed(lambda: sk.decrypt(ours))
     theirs, t_phe_dec = timed(lambda: [phe_sk.decrypt(e) for e in reference])
