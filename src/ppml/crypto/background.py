@@ -2,9 +2,10 @@
 products X^T [v] on request, a product first.
 
 An encryption under the ``djn`` scheme is one obfuscator h_s^alpha (85 products of 4096-bit numbers with a
-12-bit fixed-base table at 2048 bits, eight obfuscators per product call where crypto_mb runs) times (1 + m n);
-so a process that keeps encryptions of zero ready turns each of its party's encryptions into one product. The same process computes products X^T [v] (or a part of
-one: :meth:`ppml.crypto.packing.Layout.matvec`, or :meth:`~ppml.crypto.paillier.EncryptedVector.matvec`
+12-bit fixed-base table at 2048 bits, eight obfuscators per product call where crypto_mb runs) times
+(1 + m n); so a process that keeps encryptions of zero ready turns each of its party's encryptions into one
+product. The same process computes products X^T [v] (or a part of one:
+:meth:`ppml.crypto.packing.Layout.matvec`, or :meth:`~ppml.crypto.paillier.EncryptedVector.matvec`
 unpacked) when asked, beside the party's own process.
 
 Scheduling. The process answers requests in the order they arrive, and between them fills its pool of zeros up

@@ -25,10 +25,10 @@ exponentiation) beside the public functions; :class:`FixedBase` keeps the table 
 digits, and multiplies the entries of eight obfuscators at once: at 4096 bits one call for eight products
 took 22 us where one ``gmpy2`` multiply-and-reduce took 6.3 us (in one run); with the table look-ups an
 obfuscator of a 2048-bit key (12-bit digits) cost 270 us against 646 us from the ``gmpy2`` table, and the
-table was built in 1.4 s against 2.4 s. The result of
-the same digits is the same integer as ``gmpy2.powmod(h_s, alpha, m)`` (the tests check it). These symbols
-are not in the library's documented interface: :func:`fixed_base` looks them up and returns None when one is
-missing, and the caller keeps its ``gmpy2`` table.
+table was built in 1.4 s against 2.4 s. The result of the same digits is the same integer as
+``gmpy2.powmod(h_s, alpha, m)`` (the tests check it). These symbols are not in the library's documented
+interface: :func:`fixed_base` looks them up and returns None when one is missing, and the caller keeps its
+``gmpy2`` table.
 
 Only public ciphertexts, public exponents, the public key's own base and the key holder's own decryption go
 through it: it computes exponentiations, it does not see which party's values they carry.
@@ -188,8 +188,8 @@ def powmod_list(bases: Sequence, exps: Sequence, modulus) -> list:
         exp_bits = max(1, max(lengths[start:start + LANES]))
         b_arr, e_arr = _words(chunk_b, nbytes), _words(chunk_e, nbytes)
         o_arr = np.zeros(LANES * words, dtype=np.uint64)
-        status = lib.mbx_exp_mb8(_lanes(o_arr, nbytes), _lanes(b_arr, nbytes), _lanes(e_arr, nbytes), exp_bits,
-                                 mod_p, bits, buf, len(buf))
+        status = lib.mbx_exp_mb8(_lanes(o_arr, nbytes), _lanes(b_arr, nbytes), _lanes(e_arr, nbytes),
+                                 exp_bits, mod_p, bits, buf, len(buf))
         if status:
             raise RuntimeError(f"crypto_mb mbx_exp_mb8 failed with status {status:#x} ({bits}-bit modulus, "
                                f"{exp_bits}-bit exponents)")
@@ -306,7 +306,7 @@ class FixedBase:
             busy = len(chunk)
             if busy < LANES:  # idle lanes repeat the last one
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], LANES - busy, axis=0)])
-            # entries[i] holds the eight lanes' entries of digit position i, digit-major (the library's layout)
+            # entries[i]: the eight lanes' entries of digit position i, digit-major (the library's layout)
             entries = np.ascontiguousarray(self._table[self._positions, chunk.T].transpose(0, 2, 1))
             acc = entries.ctypes.data
             for i in range(1, self.rows):
@@ -318,7 +318,8 @@ class FixedBase:
 
 def fixed_base(base, modulus, *, rows: int, window: int) -> FixedBase | None:
     """A :class:`FixedBase` for `base` modulo `modulus`, or None where the library cannot compute it (not
-    installed or not applicable, an even modulus or one of another size, or its multiplication not exported)."""
+    installed or not applicable, an even modulus or one of another size, or its multiplication not
+    exported)."""
     size = _size(mpz(modulus)) if enabled() else None
     amm = None if size is None else _amm(_DIGITS[size])
     if amm is None:

@@ -14,8 +14,8 @@ instead of one :class:`phe.EncryptedNumber` per value:
   published h_s = (-x^2)^n mod n^2 and a short uniform alpha, computed from a fixed-base table with about
   bits/(2w) multiplications for w-bit digits of alpha (bits/16 by default) instead of a full-length modular
   exponentiation; see :meth:`PublicKey.build_table`; eight at a time through crypto_mb's Montgomery
-  multiplication where :mod:`ppml.crypto.multibuffer` runs). Obfuscators come from :mod:`secrets`, never from a
-  seeded generator; :meth:`PublicKey.precompute` may fill a pool ahead of time, and each pooled obfuscator
+  multiplication where :mod:`ppml.crypto.multibuffer` runs). Obfuscators come from :mod:`secrets`, never from
+  a seeded generator; :meth:`PublicKey.precompute` may fill a pool ahead of time, and each pooled obfuscator
   is used once.
 - decryption by the Chinese remainder theorem over p^2 and q^2, as phe does, one call per vector.
 - homomorphic operations: sums (ciphertext products), products with fixed-point plaintexts (short
@@ -519,7 +519,8 @@ class PublicKey:
             return
         if self._djn_table is None or self._djn_window != window:
             window = int(window)
-            self._djn_table = (fixed_base(self.h_s, self._nsq, rows=_djn_rows(self.bits, window), window=window)
+            rows = _djn_rows(self.bits, window)
+            self._djn_table = (fixed_base(self.h_s, self._nsq, rows=rows, window=window)
                                or _djn_table(mpz(self.h_s), self._nsq, self.bits, window))
             self._djn_window = window
 

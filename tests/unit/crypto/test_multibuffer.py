@@ -112,7 +112,8 @@ def test_decryption_through_the_library_equals_phe(always_batched):
 
 
 def _powers_by_gmpy2(base, modulus, digits, window):
-    return [gmpy2.powmod(base, sum(int(d) << (window * i) for i, d in enumerate(row)), modulus) for row in digits]
+    alphas = [sum(int(d) << (window * i) for i, d in enumerate(row)) for row in digits]
+    return [gmpy2.powmod(base, alpha, modulus) for alpha in alphas]
 
 
 @needs_library
@@ -160,7 +161,8 @@ def test_fixed_base_none_where_the_library_cannot(monkeypatch):
 def test_digits_round_trip():
     rng = np.random.default_rng(4)
     for count in (1, 20, 40, 79):
-        values = [mpz(0), (mpz(1) << (52 * count)) - 1] + [_odd_modulus(rng, 52 * count - 1) for _ in range(5)]
+        values = [mpz(0), (mpz(1) << (52 * count)) - 1]
+        values += [_odd_modulus(rng, 52 * count - 1) for _ in range(5)]
         digits = multibuffer.to_digits(values, count)
         assert digits.shape == (len(values), count) and int(digits.max()) < 1 << 52
         assert multibuffer.from_digits(digits) == values
