@@ -73,7 +73,7 @@ def obfuscators(pk: PublicKey, *, count: int, window: int = 8) -> None:
     """DJN obfuscators h_s^alpha for the same digits of alpha: crypto_mb's table against gmpy2's (the module's
     own table and digit functions, reached here to set the two side by side)."""
     h_s, nsq = gmpy2.mpz(pk.h_s), gmpy2.mpz(pk.nsquare)
-    rows = -(-((pk.bits + 1) // 2) // window)
+    rows = paillier._djn_rows(pk.bits, window)
     digits = paillier._random_digits(count, rows, window)
     table, t_build_gmpy2 = timed(lambda: paillier._djn_table(h_s, nsq, pk.bits, window))
     reference, t_gmpy2 = timed(lambda: [_product(table, row, nsq) for row in digits.tolist()])

@@ -1,4 +1,5 @@
-"""Eight exponentiations per call through crypto_mb: the same integers as gmpy2.powmod, whichever way is taken."""
+"""Eight exponentiations per call through crypto_mb, and fixed-base ones through its Montgomery product: the
+same integers as gmpy2.powmod, whichever way is taken."""
 
 import warnings
 
