@@ -363,8 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{source}: {guest.n_samples} rows, {host.n_features} + {guest.n_features} features + intercept; "
           f"{args.bits}-bit DJN key; |S| = {args.batch_size} ({n_batches} batches per epoch); host_squares = "
           f"{args.squares}; update_at = parties (masked); mask_bits = {mask_bits}")
-    print("exponentiations: " + ("crypto_mb, eight per call on AVX-512 IFMA, where estimated faster than gmpy2"
-                                 if multibuffer.enabled() else "gmpy2 only (crypto_mb absent, off or no IFMA)"))
+    engine = ("crypto_mb, eight per call on AVX-512 IFMA, where estimated faster than gmpy2; obfuscators "
+              "through its Montgomery product where it exports one" if multibuffer.enabled()
+              else "gmpy2 only (crypto_mb absent, off or no IFMA)")
+    print(f"exponentiations: {engine}")
     print(f"load average before: {' '.join(f'{v:.2f}' for v in load_before)}")
     out: dict[str, Any] = {}
 
