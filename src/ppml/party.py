@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("--holding", choices=("dealt", "own"), default="dealt",
                          help="dealt (default): the prepare stage's shards, from files sharing one id column; "
                               "own: each file is its party's own table")
+    prepare.add_argument("--psi-max-request", type=int, metavar="N",
+                         help="a party other than the label holder, with --holding own: answer a private set "
+                              "intersection request of at most N ids (with dealt: its own file's row count)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {args.party} %(name)s: %(message)s")
     if args.prepare:
@@ -81,7 +84,8 @@ def _prepare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     def run() -> None:
         prepare_party(dataset=args.dataset or _dataset_of(args.experiment, args.params), party=args.party,
                       raw_file=args.raw, peers_file=args.peers, params_file=args.params, out_dir=args.out,
-                      holding=args.holding, connect_timeout=args.connect_timeout)
+                      holding=args.holding, connect_timeout=args.connect_timeout,
+                      max_request=args.psi_max_request)
 
     # ValueError: ParamError, DataFormatError, AlignmentError, normalization
     return _exit_status(args.party, run, bad_input=(FileNotFoundError, ValueError))

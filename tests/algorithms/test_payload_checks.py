@@ -344,3 +344,113 @@ def test_every_party_logs_its_progress(caplog, agents_data):
     lines = _speakers(caplog, decentralized_admm.__name__)
     assert set(lines) == {"agent1", "agent2", "agent3", "agent4", EVALUATOR}, lines
     assert all(n <= decentralized_admm.PROGRESS_LINES + 2 for n in lines.values()), lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the Paillier protocols: the messages a hostile peer sent unchecked before (batch seed, batch loss, the
+# coordinator's steps, decrypted masked sums and verdict, the host's evaluation scores, SQN's sample rows)
+
+
+def _paillier(keys, tampering: dict, *, module=None, replace=None, **overrides):
+    """A short Paillier run (512-bit shared keys) with one message of `tampering` made bad; `replace` maps the
+    honest payload to the bad one (else ``how`` of :func:`_corrupt`)."""
+    from ppml.algorithms import paillier_sgd
+    from ppml.crypto.paillier import KeyLengthWarning
+    from tests.algorithms.test_paillier_sgd import arbiter_keys, params, vertical
+
+    module = module or paillier_sgd
+    parties = vertical(3, n=60, n_test=20)
+    p = params(batch_size=30, max_epochs=2, **overrides) if module is paillier_sgd else overrides.pop("p")
+    network = module.network_for(parties, p, rng=None)
+    if replace is None:
+        done = tamper(network, **tampering)
+    else:
+        done, send = [], network.send
+
+        def tampered(s, dst, t, payload):
+            if s == tampering["src"] and t == tampering["tag"] and not done:
+                payload = replace(payload)
+                done.append((dst, t))
+            return send(s, dst, t, payload)
+
+        network.send = tampered
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", KeyLengthWarning)
+            with arbiter_keys(keys["djn"]):
+                return module.fit(parties, network, p, rng=np.random.default_rng(0))
+    finally:
+        assert done, "the tampered message was never sent"
+
+
+def _one_line(exc: pytest.ExceptionInfo, start: str, problem: str) -> None:
+    text = str(exc.value)
+    assert text.startswith(start), text
+    assert problem in text, text
+    assert "\n" not in text and len(text) < 300, text
+
+
+@pytest.mark.parametrize("bad, problem", [(12.7, "of type float"), (-1, "outside [0,"), (2**64, "outside [0,"),
+                                          ("7", "of type str")])
+def test_paillier_batch_seed_of_the_guest(keys, bad, problem):
+    """A float seed was truncated silently (a run on another batch schedule, exit 0): now refused."""
+    with pytest.raises(ProtocolError) as exc:
+        _paillier(keys, {"src": "guest", "tag": "batch_seed"}, replace=lambda _: bad)
+    _one_line(exc, "'guest' sent 'batch_seed'", problem)
+
+
+def test_paillier_batch_loss_of_more_than_one_ciphertext(keys):
+    from ppml.crypto.paillier import EncryptedVector
+
+    def doubled(v):
+        return EncryptedVector(v.public_key, list(v.ciphertexts) * 2, v.frac_bits)
+
+    with pytest.raises(ProtocolError) as exc:
+        _paillier(keys, {"src": "guest", "tag": "batch_loss"}, replace=doubled)
+    _one_line(exc, "'guest' sent 'batch_loss'", "of shape (2,), expected (1,)")
+
+
+@pytest.mark.parametrize("how", sorted(PROBLEMS))
+def test_paillier_coordinator_steps(keys, how):
+    with pytest.raises(ProtocolError) as exc:
+        _paillier(keys, {"src": "arbiter", "tag": "host_step", "how": how}, update_at="coordinator")
+    assert_names(exc, sender="arbiter", tag="host_step", how=how)
+
+
+@pytest.mark.parametrize("bad, problem", [(lambda m: m[:-1], "expected a list of"),
+                                          (lambda m: [float(x) for x in m], "expected a list of"),
+                                          (lambda m: [10**400] + m[1:], "beyond the key's modulus")])
+def test_paillier_decrypted_masked_sums(keys, bad, problem):
+    with pytest.raises(ProtocolError) as exc:
+        _paillier(keys, {"src": "arbiter", "tag": "guest_gradient_decrypted"}, replace=bad)
+    _one_line(exc, "'arbiter' sent 'guest_gradient_decrypted'", problem)
+
+
+def test_paillier_verdict_of_the_coordinator(keys):
+    with pytest.raises(ProtocolError) as exc:
+        _paillier(keys, {"src": "arbiter", "tag": "converged"}, replace=lambda _: "yes")
+    _one_line(exc, "'arbiter' sent 'converged'", "expected a boolean")
+
+
+@pytest.mark.parametrize("field, how", [("train", "short"), ("train", "nan"), ("test", "shape"),
+                                        ("sqnorm", "type")])
+def test_paillier_evaluation_scores_of_the_host(keys, field, how):
+    from ppml.algorithms._hetero_lr import TAG_EVAL
+
+    with pytest.raises(ProtocolError) as exc:
+        _paillier(keys, {"src": "host", "tag": TAG_EVAL, "how": how, "field": field})
+    text = str(exc.value)
+    assert text.startswith(f"'host' sent {TAG_EVAL!r} with {field!r}"), text
+
+
+def test_paillier_sqn_sample_rows_of_the_guest(keys):
+    from ppml.algorithms import paillier_sqn
+    from tests.algorithms.test_paillier_sgd import BITS
+
+    p = paillier_sqn.Params(batch_size=30, key_bits=BITS, eta=0.5, lam=0.05, max_epochs=2, tol=1e-12, L=1,
+                            S_H=20)
+    with pytest.raises(ProtocolError) as exc:
+        _paillier(keys, {"src": "guest", "tag": "hessian_rows"}, module=paillier_sqn, p=p,
+                  replace=lambda rows: np.append(rows[:-1], 10**6))
+    _one_line(exc, "'guest' sent 'hessian_rows'", "outside [0, 59]")

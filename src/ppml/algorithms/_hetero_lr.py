@@ -97,7 +97,7 @@ from ppml.crypto.products import split_product
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
-from ppml.network import EVALUATION, Endpoint, Network, ProtocolError, WireError, encode, traffic_kind
+from ppml.network import EVALUATION, Endpoint, Network, ProtocolError, WireError, encode, expect, traffic_kind
 from ppml.parties import Party, signed_labels
 from ppml.runtime import PartyInfo, Public, Role
 
@@ -578,14 +578,15 @@ class _DataRole:
 
     def apply_unmasked(self, *, tag: str, eta: float, batch_size: int) -> None:
         """Masked mode: unmask what C decrypted; theta <- theta - eta (G / s)."""
-        gradient = unmask(self._ep.recv(ARBITER, tag), self._mask, frac_bits=self._gradient_frac_bits,
-                          divisor=batch_size)
+        gradient = unmask(self._masked_sums(self._ep.recv(ARBITER, tag), tag), self._mask,
+                          frac_bits=self._gradient_frac_bits, divisor=batch_size)
         self._mask = None
         self.theta = self.theta - eta * gradient
 
     def apply_step(self, *, tag: str) -> None:
         """Unmasked mode: theta <- theta - step, the step computed by C."""
-        step = np.asarray(self._ep.recv(ARBITER, tag), dtype=np.float64)
+        step = expect.vector(self._ep.recv(ARBITER, tag), sender=ARBITER, tag=tag, length=len(self.theta))
+        step = np.asarray(step, dtype=np.float64)
         self._window.add(self.theta)
         self.theta = self.theta - step
 
@@ -594,8 +595,20 @@ class _DataRole:
         self._s = self._window.close()
         return self._s is not None
 
+    def _masked_sums(self, payload: Any, tag: str) -> list[int]:
+        """What C decrypted of [G + r]: one integer per coefficient, each below the modulus in size."""
+        n = getattr(self._encryptor.public_key, "n", None) if self._encryptor is not None else None
+        if (not isinstance(payload, list) or len(payload) != len(self._mask)
+                or not all(isinstance(m, int) and not isinstance(m, bool) for m in payload)):
+            shown = f"{len(payload)} entries" if isinstance(payload, list) else f"type {type(payload).__name__}"
+            raise ProtocolError(f"{ARBITER!r} sent {tag!r} of {shown}, expected a list of {len(self._mask)} "
+                                "integers")
+        if n is not None and any(abs(m) >= n for m in payload):
+            raise ProtocolError(f"{ARBITER!r} sent {tag!r} holding an integer beyond the key's modulus")
+        return payload
+
     def receive_verdict(self) -> bool:
-        return bool(self._ep.recv(ARBITER, "converged"))
+        return bool(expect.flag(self._ep.recv(ARBITER, "converged"), sender=ARBITER, tag="converged"))
 
     def close(self) -> None:
         if self._encryptor is not None:
@@ -623,7 +636,9 @@ class HostRole(_DataRole):
     def setup(self) -> None:
         """Receive the public key from C and the batch seed from B."""
         self._receive_key()
-        self._start_batches(int(self._ep.recv(self._guest, "batch_seed")))
+        seed = expect.integer(self._ep.recv(self._guest, "batch_seed"), sender=self._guest, tag="batch_seed",
+                              low=0, high=2**63 - 1)
+        self._start_batches(int(seed))
 
     def forward(self, rows: np.ndarray) -> None:
         """Send [u_A] and the loss terms [u_A^2] (or [sum u_A^2]) and [lam/2 ||theta_A||^2] to B."""
@@ -653,7 +668,11 @@ class HostRole(_DataRole):
         """SQN: the rows of S_H, the current batch or B's sample."""
         if not sampled:
             return batch_rows
-        return np.asarray(self._ep.recv(self._guest, "hessian_rows"), dtype=np.int64)
+        rows = expect.vector(self._ep.recv(self._guest, "hessian_rows"), sender=self._guest, tag="hessian_rows",
+                             length=None, dtype="int", low=0, high=self._X.shape[0] - 1)
+        if rows.size == 0 or np.unique(rows).size != rows.size:
+            raise ProtocolError(f"{self._guest!r} sent 'hessian_rows' of {rows.size} rows, not a non-empty set")
+        return np.asarray(rows, dtype=np.int64)
 
     def hessian_forward(self, rows: np.ndarray) -> None:
         """SQN: [X_A s_A] on S_H, to B."""
@@ -823,7 +842,9 @@ class ArbiterRole:
 
     def batch_loss(self, batch_size: int) -> None:
         """Decrypt B's [s l_S]; keep l_S for the epoch's stopping test."""
-        self._losses.append(float(self._decrypt(self._guest, "batch_loss")[0]) / batch_size)
+        loss = self._decrypt(self._guest, "batch_loss")
+        expect.vector(loss, sender=self._guest, tag="batch_loss", length=1)  # one ciphertext, a finite loss
+        self._losses.append(float(loss[0]) / batch_size)
 
     def return_masked(self) -> None:
         """Masked mode: decrypt each party's [G + r] and send G + r back to it."""
@@ -1018,7 +1039,7 @@ def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: Proto
             traffic.append(sent)
             seconds = time.perf_counter() - start
             # Evaluation, outside the protocol: A's scores and ||theta_A||^2 arrive as evaluation messages.
-            scored = endpoint.recv(host, TAG_EVAL)
+            scored = _host_scores(endpoint.recv(host, TAG_EVAL), host, party)
             scores = combine_scores(scored["train"], party.X, guest.theta)
             own = guest.theta @ guest.theta
             own_penalized = guest.theta[:-1] @ guest.theta[:-1]
@@ -1045,6 +1066,19 @@ def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: Proto
                    y_test=party.y_test, test_scores=test_scores)
     return {"history": history, "train_auc": binary_metrics(y, scores)["auc"], "theta": guest.theta,
             "traffic": traffic}
+
+
+def _host_scores(payload: Any, host: str, party: Party) -> dict[str, Any]:
+    """The host's evaluation message, checked: its scores on every training row (and test row), finite, and
+    its ||theta_A||^2, finite and not negative."""
+    expect.mapping(payload, ("train", "sqnorm", "test"), sender=host, tag=TAG_EVAL)
+    expect.vector(payload["train"], sender=host, tag=TAG_EVAL, what="train", length=party.X.shape[0])
+    expect.scalar(payload["sqnorm"], sender=host, tag=TAG_EVAL, what="sqnorm", low=0.0)
+    if payload["test"] is not None:
+        if party.X_test is None:
+            raise ProtocolError(f"{host!r} sent {TAG_EVAL!r} with test scores, but there are no test rows")
+        expect.vector(payload["test"], sender=host, tag=TAG_EVAL, what="test", length=party.X_test.shape[0])
+    return payload
 
 
 def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, params: ProtocolParams,

@@ -109,7 +109,7 @@ from ppml.data.normalize import clip_rows
 from ppml.history import History
 from ppml.metrics import logistic_loss
 from ppml.models.losses import Objective, logistic_objective, mean_form_lam, with_bias
-from ppml.network import CONTROL, EVALUATION, Endpoint, Network, expect
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network, ProtocolError, expect
 from ppml.parties import Matrix, Party, signed_labels
 from ppml.privacy.bounds_admm_sharing import corollary1, theorem3_sensitivity, theorem3_sigma
 from ppml.privacy.events import GaussianEvent
@@ -568,6 +568,9 @@ def _member_program(endpoint: Endpoint, party: Party, *, central: str, params: P
     while True:
         tag, message = endpoint.recv_first(central, (TAG_BROADCAST, TAG_STOP))
         if tag == TAG_STOP:
+            if message is not None:  # the word to stop carries nothing
+                raise ProtocolError(f"{central!r} sent {TAG_STOP!r} carrying a {type(message).__name__}, "
+                                    "expected nothing (None)")
             log.info("%s: stopped by %s after %d epochs", party.name, central, epoch)
             return role.report()
         residual, dual = _broadcast(message, sender=central, n=party.n_samples)
@@ -607,7 +610,7 @@ def _central_program(endpoint: Endpoint, party: Party, *, order: list[str], para
     central = _CentralRole(party, endpoint, own=own, others=others, params=params)
     digest = _ids_digest(party)
     for name in others:
-        if endpoint.recv(name, TAG_ALIGNED) != digest:
+        if expect.text(endpoint.recv(name, TAG_ALIGNED), sender=name, tag=TAG_ALIGNED, max_length=64) != digest:
             raise ValueError(f"party {name!r}: its training rows are not aligned with {party.name!r}'s")
 
     history = History("admm_sharing")

@@ -71,7 +71,7 @@ from ppml.algorithms._majority import majority_error
 from ppml.algorithms.centralized import test_rows
 from ppml.config import ParamError
 from ppml.history import History
-from ppml.network import CONTROL, EVALUATION, Endpoint, Network, expect
+from ppml.network import CONTROL, EVALUATION, Endpoint, Network, ProtocolError, expect
 from ppml.parties import Party, signed_labels
 from ppml.runtime import EVALUATOR, Public, Role
 
@@ -436,6 +436,9 @@ class Agent:
             tag, payload = self._endpoint.recv_first(j, (TAG_THETA, TAG_SILENT))
             if tag == TAG_THETA:
                 self.neighbour_theta[j] = expect.vector(payload, sender=j, tag=TAG_THETA, length=d)
+            elif payload is not None:  # word of a silent round carries nothing
+                raise ProtocolError(f"{j!r} sent {TAG_SILENT!r} carrying a {type(payload).__name__}, expected "
+                                    "nothing (None)")
 
     def dual_step(self, step: float) -> None:
         """``lambda_i += (step/2) sum_{j in B_i} (theta_i - theta_j)``."""

@@ -23,7 +23,14 @@ with every message going through :class:`ppml.network.Network` so its traffic is
 So with more than two parties the label holder learns each pairwise intersection, and every other party
 learns only the final intersection (the ids of the rows it will train on).
 
-Threat model: honest-but-curious parties that follow the protocol.
+Threat model: honest-but-curious parties that follow the protocol. Every message is checked where it
+arrives (type, size, that it parses, that the library accepts it, ids unique and in canonical order): a
+malformed one ends the alignment with a :class:`~ppml.network.ProtocolError` naming its sender. What a
+dishonest party can still do within well-formed messages, and what bounds it, is in
+docs/three-organizations.md ("What the private set intersection reveals"): a PSI server (the other party) can
+bound the client's request (``max_request``: with one shared id column, the size of its own file), but it
+cannot tell which ids the request holds; the client cannot tell whether the server's set holds ids it does
+not have, and the label holder decides the announced intersection.
 
 References
 ----------
@@ -44,7 +51,7 @@ import numpy as np
 import pandas as pd
 import private_set_intersection.python as psi
 
-from ppml.network import Endpoint, Network
+from ppml.network import Endpoint, Network, ProtocolError
 
 __all__ = ["Alignment", "AlignmentError", "align", "align_as_holder", "align_as_member", "METHODS", "check_unique"]
 
@@ -98,25 +105,90 @@ def _psi_request(endpoint: Endpoint, server: str, ids: np.ndarray) -> psi.client
     return client
 
 
-def _psi_answer(endpoint: Endpoint, client: str, ids: np.ndarray) -> None:
-    """Other party, step 2: send its own ids encrypted under its key, and re-encrypt the client's ids."""
+def _parsed(message, payload, *, sender: str, tag: str):
+    """`message` (a protobuf of the PSI library) parsed from `payload`, or a ProtocolError naming `sender`."""
+    if not isinstance(payload, bytes):
+        raise ProtocolError(f"{sender!r} sent {tag!r} of type {type(payload).__name__}, expected bytes")
+    try:
+        message.ParseFromString(payload)
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError, or another parse failure: the sender's
+        raise ProtocolError(f"{sender!r} sent {tag!r} that does not parse ({type(exc).__name__})") from None
+    return message
+
+
+def _psi_answer(endpoint: Endpoint, client: str, ids: np.ndarray, *, max_request: int | None = None) -> None:
+    """Other party, step 2: send its own ids encrypted under its key, and re-encrypt the client's ids (at
+    most `max_request` of them, when given)."""
     server = psi.server.CreateWithNewKey(True)
-    request = psi.Request()
-    request.ParseFromString(endpoint.recv(client, "psi_request"))
-    setup = server.CreateSetupMessage(_PSI_FPR, len(request.encrypted_elements), ids.tolist(),
-                                      psi.DataStructure.RAW)
+    request = _parsed(psi.Request(), endpoint.recv(client, "psi_request"), sender=client, tag="psi_request")
+    size = len(request.encrypted_elements)
+    if max_request is not None and size > max_request:
+        raise ProtocolError(f"{client!r} sent 'psi_request' of {size} ids, more than the {max_request} this party "
+                            "answers (its bound on what the requester may ask)")
+    try:
+        setup = server.CreateSetupMessage(_PSI_FPR, size, ids.tolist(), psi.DataStructure.RAW)
+        response = server.ProcessRequest(request)
+    except Exception as exc:  # noqa: BLE001 - the library refuses a point that is not on the curve
+        raise ProtocolError(f"{client!r} sent 'psi_request' that the PSI library refuses "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from None
     endpoint.send(client, "psi_setup", setup.SerializeToString())
-    endpoint.send(client, "psi_response", server.ProcessRequest(request).SerializeToString())
+    endpoint.send(client, "psi_response", response.SerializeToString())
 
 
 def _psi_result(endpoint: Endpoint, server: str, client: psi.client, ids: np.ndarray) -> np.ndarray:
     """Label holder, step 3: which of its own ids `server` also holds."""
-    setup = psi.ServerSetup()
-    setup.ParseFromString(endpoint.recv(server, "psi_setup"))
-    response = psi.Response()
-    response.ParseFromString(endpoint.recv(server, "psi_response"))
-    found = np.asarray(client.GetIntersection(setup, response), dtype=np.int64)
+    setup = _parsed(psi.ServerSetup(), endpoint.recv(server, "psi_setup"), sender=server, tag="psi_setup")
+    response = _parsed(psi.Response(), endpoint.recv(server, "psi_response"), sender=server, tag="psi_response")
+    if len(response.encrypted_elements) != len(ids):
+        raise ProtocolError(f"{server!r} sent 'psi_response' of {len(response.encrypted_elements)} ids for a "
+                            f"request of {len(ids)}")
+    try:
+        found = np.asarray(client.GetIntersection(setup, response), dtype=np.int64)
+    except Exception as exc:  # noqa: BLE001 - the library refuses a point that is not on the curve
+        raise ProtocolError(f"{server!r} sent 'psi_setup' or 'psi_response' that the PSI library refuses "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from None
+    if found.size and (found.min() < 0 or found.max() >= len(ids) or np.unique(found).size != found.size):
+        raise ProtocolError(f"{server!r} sent a PSI answer whose intersection is not a set of this party's rows")
     return ids[found]
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of what the PSI library said, at most 80 characters."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else "no message")[:80]
+
+
+def _id_list(payload, *, sender: str, tag: str, most: int) -> np.ndarray:
+    """A list of at most `most` distinct str ids, as an array; a ProtocolError naming `sender` otherwise."""
+    if not isinstance(payload, list) or len(payload) > most:
+        shown = f"{len(payload)} entries" if isinstance(payload, list) else f"type {type(payload).__name__}"
+        raise ProtocolError(f"{sender!r} sent {tag!r} of {shown}, expected a list of at most {most} ids")
+    if not all(isinstance(i, str) for i in payload):
+        raise ProtocolError(f"{sender!r} sent {tag!r} holding an id that is not a str")
+    ids = np.asarray(payload, dtype=str)
+    if np.unique(ids).size != ids.size:
+        raise ProtocolError(f"{sender!r} sent {tag!r} holding an id more than once")
+    return ids
+
+
+def _plain_send(endpoint: Endpoint, holder: str, ids: np.ndarray) -> None:
+    """Other party: send its ids in the clear."""
+    endpoint.send(holder, "plain_ids", ids.tolist())
+
+
+def _plain_join(endpoint: Endpoint, other: str, ids: np.ndarray) -> np.ndarray:
+    """Label holder: its own ids that `other` sent too."""
+    received = _id_list(endpoint.recv(other, "plain_ids"), sender=other, tag="plain_ids", most=2**31)
+    return ids[np.isin(ids, received)]
+
+
+def _aligned_from(endpoint: Endpoint, holder: str, own: np.ndarray) -> np.ndarray:
+    """A party: the aligned ids the label holder announced, checked: distinct, sorted (the canonical order),
+    at most as many as this party holds."""
+    aligned = _id_list(endpoint.recv(holder, "aligned_ids"), sender=holder, tag="aligned_ids", most=len(own))
+    if aligned.size > 1 and not (aligned[:-1] < aligned[1:]).all():
+        raise ProtocolError(f"{holder!r} sent 'aligned_ids' that are not in the canonical (sorted) order")
+    return aligned
 
 
 def _psi_intersection(holder: Endpoint, holder_ids: np.ndarray, other: Endpoint,
@@ -213,8 +285,7 @@ def align(ids: Mapping[str, np.ndarray], *, label_holder: str, method: str = "ps
     aligned = _announce(holder, others, shared)
     rows = {label_holder: _own_rows(label_holder, own[label_holder], aligned)}
     for name in others:
-        received = np.asarray(network.endpoint(name).recv(label_holder, "aligned_ids"), dtype=str)
-        rows[name] = _own_rows(name, own[name], received)
+        rows[name] = _own_rows(name, own[name], _aligned_from(network.endpoint(name), label_holder, own[name]))
     return Alignment(ids=aligned, rows={name: rows[name] for name in own}, method=method)
 
 
@@ -259,9 +330,11 @@ def align_as_holder(endpoint: Endpoint, ids: np.ndarray, others: list[str], *, m
     return aligned, _own_rows(endpoint.name, own, aligned)
 
 
-def align_as_member(endpoint: Endpoint, ids: np.ndarray, holder: str, *, method: str = "psi"
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def align_as_member(endpoint: Endpoint, ids: np.ndarray, holder: str, *, method: str = "psi",
+                    max_request: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Another party's side of :func:`align`: answer the label holder, then take the aligned ids it sends.
+
+    `max_request` (PSI): the most ids the label holder's request may hold (refused beyond, naming it).
 
     Returns
     -------
@@ -275,9 +348,13 @@ def align_as_member(endpoint: Endpoint, ids: np.ndarray, holder: str, *, method:
     own = np.asarray(ids, dtype=str)
     check_unique(endpoint.name, own)
     if method == "psi":
-        _psi_answer(endpoint, holder, own)
+        _psi_answer(endpoint, holder, own, max_request=max_request)
     else:
         _plain_send(endpoint, holder, own)
     endpoint.next_round()
-    aligned = np.asarray(endpoint.recv(holder, "aligned_ids"), dtype=str)
-    return aligned, _own_rows(endpoint.name, own, aligned)
+    aligned = _aligned_from(endpoint, holder, own)
+    rows = pd.Index(own).get_indexer(aligned)
+    if (rows < 0).any():
+        raise ProtocolError(f"{holder!r} sent 'aligned_ids' holding {int((rows < 0).sum())} ids that "
+                            f"{endpoint.name!r} does not hold (first: {str(aligned[rows < 0][0])[:40]!r})")
+    return aligned, rows.astype(np.int64)

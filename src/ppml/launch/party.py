@@ -33,17 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from ppml.config import ParamError, all_experiments, load_params, section
-from ppml.io import read_json, write_json
+from ppml.io import write_json
 from ppml.network import grpc_links, tls_links  # noqa: F401 - they register the carriers ``links`` may name
 from ppml.network.endpoint import DEFAULT_TIMEOUT
-from ppml.network.links import CONNECT_TIMEOUT, make_links, run_program
+from ppml.network.links import CONNECT_TIMEOUT, OWN_FACTS, make_links, printable, run_program
+from ppml.network.ownfiles import read_own_json
 from ppml.network.peer import PeerNetwork
 from ppml.network.peers import load_peers
 from ppml.timing import is_timing, timing_record
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_party", "session_of", "data_facts", "fail_line"]
+__all__ = ["run_party", "session_of", "data_facts", "shard_facts", "own_shard", "fail_line"]
 
 
 def session_of(experiment: str, block: dict[str, Any], seed: int, index: int) -> str:
@@ -65,18 +66,19 @@ def data_facts(manifest: dict[str, Any]) -> dict[str, Any]:
     dict of str to scalar
         Flat and bounded, for the hello of every link (:class:`~ppml.network.links.Links`), in this order:
         the partition and the parties; the split (its method, test fraction and row counts); the alignment's
-        method, shared ids and any digest the manifest holds; per party (and the evaluator) its columns,
+        method, shared ids and any digest the manifest holds (the alignment's, and the digest of the shared
+        ids that ``--prepare`` writes under ``prepared``); per party (and the evaluator) its columns,
         training and test rows and whether it holds the labels; the seed the data were prepared with. A fact
         the manifest lacks is left out; a value that is not a short scalar is replaced by its digest.
     """
     facts: dict[str, Any] = {"partition": manifest.get("partition")}
-    entries = list(manifest.get("parties") or [])[:32]
+    entries = [e for e in list(manifest.get("parties") or [])[:32] if isinstance(e, dict)]
     facts["parties"] = ",".join(str(e.get("name")) for e in entries)
     for block, keys in (("split", ("method", "test_fraction", "train", "test")),
-                        ("alignment", ("method", "shared_ids"))):
+                        ("alignment", ("method", "shared_ids")), ("prepared", ("holding",))):
         given = manifest.get(block) or {}
         if isinstance(given, dict):
-            keys = keys + tuple(k for k in given if "digest" in k and k not in keys)
+            keys = keys + tuple(k for k in given if ("digest" in k or "sha256" in k) and k not in keys)
             facts.update({f"{block}.{k}": given[k] for k in keys if k in given})
     if manifest.get("evaluator") is not None:
         entries.append({**manifest["evaluator"], "name": "evaluator"})
@@ -95,16 +97,45 @@ def data_facts(manifest: dict[str, Any]) -> dict[str, Any]:
     return {k[:200]: v for k, v in facts.items()}
 
 
-def _own_shard(data_dir: Path, manifest: dict[str, Any], shard: str) -> Path:
+def shard_facts(shard: Any, partition: Any) -> dict[str, Any]:
+    """The facts a party derives from its own shard, for the hello (:data:`~ppml.network.links.OWN_FACTS`):
+    with vertical data every party holds the same entities in the same order, so the digest of its training
+    ids and then its test ids must be every data party's; a shard aligned over other ids (even with the same
+    counts) is named at the hello. Nothing for other partitions (each agent holds rows of its own)."""
+    if shard is None or partition != "vertical":
+        return {}
+    test = () if shard.test_ids is None else shard.test_ids
+    text = "\n".join(str(i) for i in shard.ids) + "\n--test--\n" + "\n".join(str(i) for i in test)
+    return {f"{OWN_FACTS}ids_sha256": "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]}
+
+
+def own_shard(data_dir: Path, manifest: dict[str, Any], shard: str) -> Path:
+    """This party's shard file, as its own manifest names it, refused unless it is a plain file name (no
+    directory part) naming a regular file inside `data_dir`: a manifest (the label holder hands one out)
+    never leads a party to read outside its own data directory."""
     from ppml.runtime import EVALUATOR
 
-    entries = {e["name"]: e for e in manifest["parties"]}
-    if manifest.get("evaluator") is not None:
+    where = data_dir / "manifest.json"
+    entries = {e.get("name"): e for e in manifest.get("parties") or [] if isinstance(e, dict)}
+    if isinstance(manifest.get("evaluator"), dict):
         entries[EVALUATOR] = manifest["evaluator"]
-    path = data_dir / entries[shard]["file"]
+    if shard not in entries:
+        raise ParamError(f"{where}: lists no shard of this party ({shard!r}; it lists {sorted(map(str, entries))})")
+    name = entries[shard].get("file")
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
+            or "\0" in name or not name.endswith(".npz")):
+        raise ParamError(f"{where}: the file of shard {shard!r} must be a plain .npz file name inside {data_dir}, "
+                         f"got {printable(repr(name))[:120]}")
+    path = data_dir / name
+    try:
+        inside = path.resolve().parent == data_dir.resolve()
+    except OSError:
+        inside = False
+    if not inside:
+        raise ParamError(f"{where}: the file of shard {shard!r}, {name}, leads outside {data_dir}")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: this party's shard {shard!r}, listed in {data_dir / 'manifest.json'}, "
-                                "is missing")
+        raise FileNotFoundError(f"{path}: this party's shard {shard!r}, listed in {where}, is missing or not a "
+                                "regular file")
     return path
 
 
@@ -137,7 +168,9 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         raise ParamError(f"{where}.{experiment}.algorithm: {block['algorithm']!r} runs in one process only")
     data = Path(data_dir) if data_dir is not None else Path("data/prepared") / str(block["dataset"])
     out = Path(out_dir) if out_dir is not None else Path("reports/party") / experiment / party
-    manifest = read_json(data / "manifest.json")
+    manifest = read_own_json(data / "manifest.json", what="the prepared dataset's manifest")
+    if not isinstance(manifest, dict):
+        raise ParamError(f"{data / 'manifest.json'}: not a manifest (a JSON object), got a {type(manifest).__name__}")
     if not manifest.get("available", True):
         raise ParamError(f"{data}: dataset {block['dataset']!r} is not available here "
                          f"({manifest.get('reason', 'see its download stage')})")
@@ -156,11 +189,12 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         role = roles[party]
         if peers is None:
             peers = load_peers(peers_file, party, names)
-            shard = None if role.shard is None else load_shard(_own_shard(data, manifest, role.shard))
+            shard = None if role.shard is None else load_shard(own_shard(data, manifest, role.shard))
+            facts = {**data_facts(manifest), **shard_facts(shard, manifest.get("partition"))}
         net = PeerNetwork(party, names, network.edges, timeout)
         links = make_links(block.get("links", "tls"), net, peers.credentials, peers.identities,
                            listen=peers.listen, session=session_of(experiment, block, seed, index),
-                           pairs=network.edges, connect_timeout=connect_timeout, facts=data_facts(manifest))
+                           pairs=network.edges, connect_timeout=connect_timeout, facts=facts)
         log.info("%s: seed %d/%d, party %s listening at %s; linking to %s", experiment, index + 1, seeds, party,
                  links.address, ", ".join(f"{n}@{a}" for n, a in peers.addresses.items()))
         try:
@@ -249,5 +283,5 @@ def _finished(result: dict[str, Any]) -> Any:
 
 def fail_line(party: str, exc: BaseException) -> str:
     """The one line a failed party prints."""
-    return f"party {party}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return printable(f"party {party}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
 

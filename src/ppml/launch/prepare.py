@@ -56,6 +56,7 @@ from ppml.data.prepare import (DatasetParams, NormalizationError, check_normaliz
 from ppml.data.prepared import MANIFEST
 from ppml.io import write_json
 from ppml.network import tls_links  # noqa: F401 - it registers the carrier these links use
+from ppml.network import ProtocolError, expect
 from ppml.network.endpoint import DEFAULT_TIMEOUT, Endpoint
 from ppml.network.links import CONNECT_TIMEOUT, make_links, run_program
 from ppml.network.peer import PeerNetwork
@@ -70,6 +71,11 @@ log = logging.getLogger(__name__)
 HOLDINGS = ("dealt", "own")
 #: Readers whose files are one per party, and their id and label columns.
 OWN_FILE_READERS = {"fate_hetero": ("id", "y")}
+#: The keys of a manifest entry (:func:`ppml.data.prepare.write_shard`) and of the manifest (:func:`_manifest`).
+ENTRY_KEYS = ("name", "file", "label_holder", "columns", "column_names", "rows_before", "rows_after",
+              "train_rows", "test_rows")
+MANIFEST_KEYS = ("dataset", "available", "partition", "source", "parties", "evaluator", "alignment", "split",
+                 "normalization", "seed", "params")
 #: Tags of the alignment's messages (what the prepare stage's manifest counts as alignment traffic).
 ALIGNMENT_TAGS = frozenset({"psi_request", "psi_setup", "psi_response", "plain_ids", "aligned_ids"})
 
@@ -184,7 +190,8 @@ def _traffic(network: PeerNetwork) -> tuple[int, int]:
 
 
 def party_program(endpoint: Endpoint, _: Any, *, key: str, params: DatasetParams, seed: int, holding: str,
-                  own: OwnTable, rows: np.ndarray, staging: Path, network: PeerNetwork) -> dict[str, Any]:
+                  own: OwnTable, rows: np.ndarray, staging: Path, network: PeerNetwork,
+                  max_request: int | None = None) -> dict[str, Any]:
     """One party's prepare (steps 1-5 of the module docstring); writes its shard into `staging` and returns
     the manifest every party writes."""
     me, holder = endpoint.name, params.label_holder
@@ -197,11 +204,11 @@ def party_program(endpoint: Endpoint, _: Any, *, key: str, params: DatasetParams
         test = stratified_test_mask(own.y[rows][mine], test_fraction=params.test_fraction, rng=_streams(seed)[1])
         endpoint.broadcast(others, "test_rows", test.astype(np.int8))
     else:
-        aligned, mine = align_as_member(endpoint, ids, holder, method=params.alignment)
-        test = np.asarray(endpoint.recv(holder, "test_rows")).astype(bool)
-        if test.shape != aligned.shape:
-            raise AlignmentError(f"party {me!r} was sent a test mask of {test.size} rows for {aligned.size} "
-                                 "aligned ids")
+        # with one shared id column (dealt) the label holder's rows are among this file's: its PSI request
+        # holds at most this file's ids; with own tables the bound is the caller's (max_request)
+        bound = len(own.ids) if holding == "dealt" else max_request
+        aligned, mine = align_as_member(endpoint, ids, holder, method=params.alignment, max_request=bound)
+        test = _test_mask(endpoint.recv(holder, "test_rows"), holder, len(aligned), params.test_fraction)
     entities = rows[mine]
     X_train, X_test = _normalized(params, me, own.columns, own.X[entities], test, aligned)
     labels = None if own.y is None else own.y[entities]
@@ -212,10 +219,83 @@ def party_program(endpoint: Endpoint, _: Any, *, key: str, params: DatasetParams
     facts = {"entry": entry, "traffic": list(_traffic(network)), "aligned": ids_digest(aligned)}
     if me != holder:
         endpoint.send(holder, "prepared_entry", facts)
-        return endpoint.recv(holder, "manifest")
+        return _check_manifest(endpoint.recv(holder, "manifest"), holder, key=key, entry=entry,
+                               aligned=facts["aligned"], test=test)
     manifest = _manifest(key, params, seed, holding, n=len(own.ids), facts={me: facts, **{
-        name: endpoint.recv(name, "prepared_entry") for name in others}}, test=test)
+        name: _check_entry(endpoint.recv(name, "prepared_entry"), name) for name in others}}, test=test)
     endpoint.broadcast(others, "manifest", manifest)
+    return manifest
+
+
+def _test_mask(payload: Any, holder: str, rows: int, test_fraction: float) -> np.ndarray:
+    """The label holder's test mask, checked: 0/1 for each aligned row, and as many test rows as a stratified
+    split of two classes draws (``round(test_fraction * n_c)`` per class: within one row of
+    ``test_fraction * rows``), so at least one training row."""
+    mask = expect.vector(payload, sender=holder, tag="test_rows", length=rows, dtype="int", low=0, high=1)
+    count = int(np.count_nonzero(mask))
+    if abs(count - test_fraction * rows) > 1.0 + 1e-9 or count == rows:
+        raise ProtocolError(f"{holder!r} sent 'test_rows' marking {count} of {rows} rows for testing, where the "
+                            f"split's test_fraction {test_fraction:g} draws {test_fraction * rows:.1f} (within one)")
+    return mask.astype(bool)
+
+
+def _check_entry(payload: Any, sender: str) -> dict[str, Any]:
+    """A party's ``prepared_entry`` (its manifest entry, alignment traffic and digest of the aligned ids),
+    checked where the label holder receives it: it must describe the sender's own shard."""
+    tag = "prepared_entry"
+    expect.mapping(payload, ("entry", "traffic", "aligned"), sender=sender, tag=tag)
+    entry = expect.mapping(payload["entry"], ENTRY_KEYS, sender=sender, tag=tag, what="entry")
+    if entry["name"] != sender or entry["file"] != f"{sender}.npz":
+        raise ProtocolError(f"{sender!r} sent {tag!r} describing {str(entry['name'])[:40]!r} "
+                            f"({str(entry['file'])[:40]!r}), not its own shard {sender}.npz")
+    for field in ("columns", "rows_before", "rows_after", "train_rows", "test_rows"):
+        expect.integer(entry[field], sender=sender, tag=tag, what=f"entry.{field}", low=0, high=2**40)
+    expect.flag(entry["label_holder"], sender=sender, tag=tag, what="entry.label_holder")
+    names = entry["column_names"]
+    if (not isinstance(names, list) or len(names) != entry["columns"]
+            or not all(isinstance(c, str) and len(c) <= 200 for c in names)):
+        raise ProtocolError(f"{sender!r} sent {tag!r} whose column_names are not {entry['columns']} short names")
+    traffic = payload["traffic"]
+    if not (isinstance(traffic, list) and len(traffic) == 2):
+        raise ProtocolError(f"{sender!r} sent {tag!r} whose traffic is not [messages, bytes]")
+    for i, what in enumerate(("messages", "bytes")):
+        expect.integer(traffic[i], sender=sender, tag=tag, what=f"traffic.{what}", low=0, high=2**50)
+    expect.text(payload["aligned"], sender=sender, tag=tag, what="aligned", max_length=100)
+    return payload
+
+
+def _check_manifest(payload: Any, holder: str, *, key: str, entry: dict[str, Any], aligned: str,
+                    test: np.ndarray) -> dict[str, Any]:
+    """The manifest the label holder sent, checked before this party writes anything: a manifest of this
+    dataset whose entry for this party is the one it wrote itself (its file name included) and whose counts
+    and digest of the shared ids are what this party aligned and split. The party never adopts another's
+    description of its own files."""
+    tag = "manifest"
+    manifest = expect.mapping(payload, MANIFEST_KEYS, sender=holder, tag=tag, optional=("prepared",))
+    parties = manifest["parties"]
+    if not isinstance(parties, list) or not all(isinstance(e, dict) for e in parties):
+        raise ProtocolError(f"{holder!r} sent {tag!r} whose parties are not a list of entries")
+    mine = [e for e in parties if e.get("name") == entry["name"]]
+    problems = []
+    if manifest["dataset"] != key:
+        problems.append(f"dataset {str(manifest['dataset'])[:40]!r}, not {key!r}")
+    if mine != [entry]:
+        problems.append(f"its entry for {entry['name']!r} is not the one {entry['name']!r} wrote")
+    for e in parties:
+        name = e.get("file")
+        if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
+            problems.append(f"a shard file name {str(name)[:40]!r} that is not a plain file name")
+    split = manifest["split"] if isinstance(manifest["split"], dict) else {}
+    if split.get("train") != int((~test).sum()) or split.get("test") != int(test.sum()):
+        problems.append("its split's row counts are not those of the test mask it sent")
+    alignment = manifest["alignment"] if isinstance(manifest["alignment"], dict) else {}
+    if alignment.get("shared_ids") != len(test):
+        problems.append(f"its shared_ids are not the {len(test)} ids aligned")
+    prepared = manifest.get("prepared")
+    if not isinstance(prepared, dict) or prepared.get("shared_ids_sha256") != aligned:
+        problems.append("its digest of the shared ids is not this party's")
+    if problems:
+        raise ProtocolError(f"{holder!r} sent a {tag!r} that this party cannot write: {'; '.join(problems[:3])}")
     return manifest
 
 
@@ -226,7 +306,8 @@ def _compare_files(endpoint: Endpoint, own: OwnTable, holder: str, others: list[
         endpoint.send(holder, "file_ids_digest", digest)
         return
     for name in others:
-        theirs = endpoint.recv(name, "file_ids_digest")
+        theirs = expect.text(endpoint.recv(name, "file_ids_digest"), sender=name, tag="file_ids_digest",
+                             max_length=100)
         if theirs != digest:
             raise AlignmentError(
                 f"party {name!r}'s file lists other ids or another order than {own.file} ({len(own.ids)} ids): "
@@ -267,7 +348,8 @@ def _manifest(key: str, params: DatasetParams, seed: int, holding: str, *, n: in
 
 def prepare_party(*, dataset: str, party: str, raw_file: str | Path | None, peers_file: str | Path,
                   params_file: str | Path = "params.yaml", out_dir: str | Path | None = None, holding: str = "dealt",
-                  connect_timeout: float = CONNECT_TIMEOUT, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+                  connect_timeout: float = CONNECT_TIMEOUT, timeout: float = DEFAULT_TIMEOUT,
+                  max_request: int | None = None) -> dict[str, Any]:
     """Prepare party `party`'s own shard of `dataset` with its peers (see the module docstring).
 
     Parameters
@@ -288,6 +370,9 @@ def prepare_party(*, dataset: str, party: str, raw_file: str | Path | None, peer
         Replay the prepare stage's dealing over the shared id column, or take the file as it stands.
     connect_timeout, timeout : float
         Seconds to link to every peer; seconds to wait for one message.
+    max_request : int, optional
+        ``holding: own``, a party other than the label holder: the most ids the label holder's PSI request
+        may hold (refused beyond). With ``holding: dealt`` the bound is this party's own file's row count.
 
     Returns
     -------
@@ -335,7 +420,7 @@ def prepare_party(*, dataset: str, party: str, raw_file: str | Path | None, peer
             links.close(error=str(exc)[:300], timeout=1.0)
             raise
         kwargs = {"key": dataset, "params": params, "seed": seed, "holding": holding, "own": own, "rows": rows,
-                  "staging": staging, "network": net}
+                  "staging": staging, "network": net, "max_request": max_request}
         try:
             manifest = run_program(links, party_program, None, kwargs, timeout=timeout)["result"]
         except NormalizationError as exc:

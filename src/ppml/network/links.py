@@ -6,8 +6,9 @@ authenticated both ways (mutual TLS: each side presents a certificate signed by 
 
 - the dialer checks that the listener's certificate speaks as the peer it dialed (TLS host-name check against
   the peer's expected identity, never the address);
-- the listener reads the dialer's identity from its certificate (subject-alternative names and common name)
-  and accepts the connection only from a peer it expects to dial it, once.
+- the listener reads the dialer's identity from its certificate (its DNS subject-alternative names, or its
+  common name only when it has none: :func:`~ppml.network.tls.identities`) and accepts the connection only
+  from a peer it expects to dial it, once.
 
 Nothing a sender writes says who it is: every message on a connection is the authenticated peer's. A
 connection carries frames encoded by the codec (so decoding is bounded): first ``("hello", session, facts)``
@@ -36,7 +37,10 @@ the handshake fails; the links a party dials are opened at once, and an error on
 wait at once, naming that peer); a connection that breaks before the peer said bye, a refused identity, a
 hello from another run, or a malformed frame ends the run with a :class:`~ppml.network.ProtocolError` naming
 the peer. Errors are one line and bounded: what a peer or the operating system says is cut to a few hundred
-characters, and the refusals a listener saw are summarized (:data:`MAX_REASON`).
+characters with its control characters escaped (:func:`printable`: a peer's words never move a terminal's
+cursor or hide text), and the refusals a listener saw are summarized (:data:`MAX_REASON`). A peer's bye tells
+the party's network that nothing more comes from it (:meth:`~ppml.network.peer.PeerNetwork.finished`): a
+wait for a message from a peer that finished ends at once, naming it.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from ppml.network.tls import Credentials, check_presented
 log = logging.getLogger(__name__)
 
 __all__ = ["Links", "make_links", "register_carrier", "carrier_links", "run_program", "CARRIERS",
-           "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES", "shorten"]
+           "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES", "OWN_FACTS", "shorten", "printable"]
 
 CONNECT_TIMEOUT = 60.0
 """Seconds to open every link of a run (a peer on the same network answers within a second)."""
@@ -79,14 +83,28 @@ MAX_FACTS = 256
 """Most facts of the prepared data that a hello carries (keys and str values at most :data:`MAX_REASON`
 characters each)."""
 
+OWN_FACTS = "shard."
+"""Prefix of the facts a party derives from its own shard (the digest of its aligned ids): compared only with
+a peer that holds a shard too (a party without data, such as the Paillier arbiter, has none)."""
+
 _DIAL_GRACE = 2.0
 """Seconds past the connect deadline that a dialing thread gets to report why it did not link."""
 
 
 def shorten(text: str, limit: int = MAX_REASON) -> str:
-    """`text` on one line, at most `limit` characters (what a peer or the operating system says)."""
-    line = " ".join(str(text).split())
+    """`text` on one line, at most `limit` characters, every control character escaped (what a peer or the
+    operating system says: :func:`printable`)."""
+    line = printable(" ".join(str(text).split()))
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (escape sequences, other control and format
+    characters such as bidirectional overrides) written as its Python escape (``\\x1b``, ``\\u202e``): a
+    peer's words reach a log or terminal as text, never as commands to it."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class Refusals:
@@ -358,6 +376,7 @@ class Links:
                                 f"{shorten(str(session), 80)!r}, this party's {self._session!r})")
         theirs = _check_facts(facts, f"{link.peer!r}'s hello", WireError)
         keys = list(self._facts) + [k for k in theirs if k not in self._facts]
+        keys = [k for k in keys if not k.startswith(OWN_FACTS) or (k in self._facts and k in theirs)]
         differ = [k for k in keys if self._facts.get(k) != theirs.get(k)]
         if differ:
             shown = ", ".join(f"{k}: {shorten(repr(self._facts.get(k)), 60)} here, {shorten(repr(theirs.get(k)), 60)} "
@@ -414,6 +433,7 @@ class Links:
                 self._network.deliver(link.peer, *item)
         elif kind == "bye" and len(frame) == 1:
             link.bye.set()
+            self._network.finished(link.peer)
         elif kind == "abort" and len(frame) == 2 and isinstance(frame[1], str):
             link.error = f"{link.peer!r} stopped ({shorten(frame[1], 500)})"
             self._network.abort(link.error)

@@ -58,6 +58,7 @@ class PeerNetwork(Network):
         self._arrived = 0
         self._out: dict[str, int] = defaultdict(int)
         self._aborted: str | None = None
+        self._finished: set[str] = set()  # the peers that said they finished: nothing more comes from them
         #: (src, tag, bytes, ciphertexts) of every message received, in order
         self.received: list[tuple[str, str, int, int]] = []
         self.step = "starting"
@@ -145,6 +146,15 @@ class PeerNetwork(Network):
         """Why this party's run ended early, or None."""
         return self._aborted
 
+    def finished(self, src: str) -> None:
+        """`src` finished its run (its link's bye arrived after every message it sent): a wait for a message
+        from it alone now ends at once, naming it, rather than at the timeout."""
+        with self._cv:
+            self._finished.add(src)
+            self._cv.notify_all()
+        if self._wake is not None:
+            self._wake()
+
     def abort(self, why: str) -> None:
         with self._cv:
             self._aborted = why
@@ -185,10 +195,14 @@ class PeerNetwork(Network):
         wanted = _wanted(sources, tags)
         queues = [(src, tag, self._inbox[(src, tag)]) for src in sources for tag in tags]
         self.step = f"round {self._rounds[dst]}: waiting for {wanted}"
-        ready = self._wait(lambda: self._aborted is not None or any(q for _, _, q in queues), self.timeout)
+        ready = self._wait(lambda: self._aborted is not None or any(q for _, _, q in queues)
+                           or self._finished.issuperset(sources), self.timeout)
         with self._cv:
             if self._aborted is not None:
                 raise ProtocolError(f"{dst!r} stopped while waiting for {wanted}: {self._aborted}")
+            if not any(q for _, _, q in queues) and self._finished.issuperset(sources):
+                raise ProtocolError(f"{' and '.join(map(repr, sources))} finished its run while {dst!r} waited "
+                                    f"for {wanted} in its round {self._rounds[dst]}")
             if not ready:
                 raise ProtocolError(f"{dst!r} waited {self.timeout:g} s for {wanted} in its round "
                                     f"{self._rounds[dst]}; nothing arrived (did {' or '.join(sources)} fail or stop?)")

@@ -42,6 +42,7 @@ from typing import Any
 import yaml
 
 from ppml.config import ParamError
+from ppml.network.ownfiles import NotRegularFileError, read_own_bytes
 from ppml.network.tls import Credentials, check_own, check_presented, subjects
 
 __all__ = ["Peers", "load_peers", "write_peers", "write_peers_per_party"]
@@ -97,9 +98,11 @@ def _read(file: Path, key: str, value: Any) -> bytes:
         raise ParamError(f"{file}: {key} must be a file name, got {value!r}")
     path = (file.parent / value)
     try:
-        return path.read_bytes()
+        return read_own_bytes(path, what=f"the file of {key}")
+    except NotRegularFileError as exc:
+        raise ParamError(f"{file}: {key}: {exc}") from None
     except OSError as exc:
-        raise ParamError(f"{file}: {key}: cannot read {path} ({exc.strerror})") from None
+        raise ParamError(f"{file}: {key}: cannot read {path} ({exc.strerror or exc})") from None
 
 
 def _bundle(file: Path, key: str, value: Any) -> bytes:
@@ -148,9 +151,14 @@ def load_peers(path: str | Path, me: str, names: tuple[str, ...] | list[str]) ->
     """
     file = Path(path)
     try:
-        doc = yaml.load(file.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        text = read_own_bytes(file, what="the peers file").decode("utf-8")
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except NotRegularFileError as exc:
+        raise ParamError(str(exc)) from None
     except OSError as exc:
-        raise ParamError(f"{file}: cannot read the peers file ({exc.strerror})") from None
+        raise ParamError(f"{file}: cannot read the peers file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ParamError(f"{file}: the peers file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except _DuplicateKey as exc:
         raise ParamError(f"{file}: {exc}") from None
     except yaml.YAMLError as exc:

@@ -1,7 +1,7 @@
 """Certificates for authenticated links: a party is the name in its certificate, certified by its own CA.
 
 A link (:mod:`ppml.network.links`) is mutual TLS: each side presents a certificate, and the name in it (a DNS
-subject-alternative name, or the common name when there is none) is the party it speaks as. Trust is per peer:
+subject-alternative name, or the common name when there is none: :func:`identities`) is the party it speaks as. Trust is per peer:
 a certificate is accepted as peer P only if P's CA bundle (:attr:`Credentials.peer_ca`, else the default
 :attr:`Credentials.ca`) holds the CA that signed it, it names P's identity, and, where P's fingerprint is
 pinned (:attr:`Credentials.pins`), it is that certificate (:func:`check_presented`). So with one CA per
@@ -152,7 +152,9 @@ def throwaway_set(names: list[str] | tuple[str, ...], *, hosts: tuple[str, ...] 
 
 
 def identities(certificate: bytes) -> list[str]:
-    """The names a certificate (PEM or DER) speaks as: its DNS subject-alternative names, then its common name."""
+    """The names a certificate (PEM or DER) speaks as: its DNS subject-alternative names when it has any, else
+    its common name (RFC 6125: a certificate with DNS names is never read by its common name, so a common name
+    of ``guest`` does not make a certificate whose DNS names name another party speak as ``guest``)."""
     x509, *_, NameOID = _x509()
     cert = x509.load_der_x509_certificate(der_of(certificate))
     names: list[str] = []
@@ -161,7 +163,8 @@ def identities(certificate: bytes) -> list[str]:
             x509.DNSName)
     except x509.ExtensionNotFound:
         pass
-    names += [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if not names:
+        names = [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     return list(dict.fromkeys(names))
 
 
