@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -232,12 +233,28 @@ def test_parties_run_at_niceness_0_not_rays_15():
     assert results == {"a": 0, "b": 0}
 
 
+def _waits_on_b(endpoint, party):
+    return endpoint.recv("b", "never")
+
+
 @pytest.mark.usefixtures("by_value")
 def test_a_message_that_never_arrives_times_out_naming_the_wait():
     net = Network(["a", "b"], timeout=1.5)
-    roles = [runtime.Role("a", _finishes), runtime.Role("b", _waits)]
-    with pytest.raises(ProtocolError, match=r"'b' waited 1.5 s for 'never' from 'a' in its round 0"):
+    roles = [runtime.Role("a", _waits_on_b), runtime.Role("b", _waits)]
+    with pytest.raises(ProtocolError, match=r"'(a|b)' waited 1.5 s for 'never' from '(b|a)' in its round 0"):
         run_ray(roles, net, {})
+
+
+@pytest.mark.usefixtures("by_value")
+def test_a_wait_for_a_peer_that_finished_ends_at_once_naming_it():
+    """'a' returns without sending what 'b' waits for: its bye ends b's wait at once, not at the timeout."""
+    net = Network(["a", "b"], timeout=60.0)
+    roles = [runtime.Role("a", _finishes), runtime.Role("b", _waits)]
+    start = time.monotonic()
+    with pytest.raises(ProtocolError, match=r"'a' finished its run while 'b' waited for 'never' from 'a' in its "
+                                            r"round 0"):
+        run_ray(roles, net, {})
+    assert time.monotonic() - start < 45.0  # not the 60 s timeout
 
 
 # --- the train stage with transport: ray ----------------------------------------------------------------------

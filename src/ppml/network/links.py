@@ -326,7 +326,8 @@ class Links:
         """The peer a dialer whose certificate speaks as `names` is; a ProtocolError saying why it is refused."""
         peer = next((p for p in self._accept if self._identities[p] in names), None)
         if peer is None:
-            why = (f"{self.me!r} refused a link from a certificate speaking as {names}: not a peer that links to "
+            shown = shorten(repr(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else ""), 200)
+            why = (f"{self.me!r} refused a link from a certificate speaking as {shown}: not a peer that links to "
                    f"it ({', '.join(repr(self._identities[p]) for p in self._accept) or 'none'})")
             self._refused.append(why)
             log.warning("%s", why)
