@@ -38,7 +38,7 @@ from ppml.network.links import make_links
 from ppml.network.peer import PeerNetwork
 from ppml.network.tls import Credentials, der_of, fingerprint, issue, throwaway_set
 
-from test_links import connect_all
+from test_links import close_all, connect_all
 from test_trust import credentials, link_pair, orgs  # noqa: F401 - orgs: the fixture of one CA per party
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,21 +62,6 @@ def rogue_host(orgs: Path) -> Credentials:
     host = orgs / "host"
     certificate, key = issue((host / "ca-host.pem").read_bytes(), (host / "ca-host.key").read_bytes(), "host")
     return dataclasses.replace(credentials(orgs, "host"), certificate=certificate, key=key)
-
-
-def close_all(links: dict, errors: dict) -> None:
-    """Close every party's links at once (a closing party waits for its peers' bye or abort)."""
-    def close(n):
-        try:
-            links[n].close(error=None if errors.get(n) is None else "test over", timeout=5.0)
-        except ProtocolError:
-            pass
-
-    threads = [threading.Thread(target=close, args=(n,), daemon=True) for n in links]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
 
 
 # --- the pin binds the stream --------------------------------------------------------------------------------

@@ -134,34 +134,24 @@ def test_a_psi_request_beyond_the_hosts_bound(setup, tmp_path):
     assert message.startswith("'guest' sent 'psi_request' of 300 ids, more than the 200"), message
 
 
-def test_aligned_ids_given_twice(setup, tmp_path):
+@pytest.mark.parametrize("forge, problem", [
+    (lambda shared: [shared[0]] + shared[:-1].tolist(), "holding an id more than once"),
+    (lambda shared: shared[::-1].tolist(), "that are not in the canonical (sorted) order"),
+])
+def test_aligned_ids_the_intersection_cannot_be(setup, tmp_path, forge, problem):
+    """The PSI played honestly, then the announced ids forged: given twice, or out of the canonical order."""
+    from ppml.data import align
+
     def program(endpoint):
         client_ids = _guest_ids()
-        from ppml.data import align
-
         client = align._psi_request(endpoint, "host", client_ids)
         shared = np.sort(align._psi_result(endpoint, "host", client, client_ids))
         endpoint.next_round()
-        endpoint.send("host", "aligned_ids", [shared[0]] + shared[:-1].tolist())
+        endpoint.send("host", "aligned_ids", forge(shared))
         endpoint.recv("host", "prepared_entry")
 
     message = _host_refuses(setup, tmp_path, program)
-    assert message.startswith("'guest' sent 'aligned_ids' holding an id more than once"), message
-
-
-def test_aligned_ids_out_of_the_canonical_order(setup, tmp_path):
-    def program(endpoint):
-        client_ids = _guest_ids()
-        from ppml.data import align
-
-        client = align._psi_request(endpoint, "host", client_ids)
-        shared = np.sort(align._psi_result(endpoint, "host", client, client_ids))
-        endpoint.next_round()
-        endpoint.send("host", "aligned_ids", shared[::-1].tolist())
-        endpoint.recv("host", "prepared_entry")
-
-    message = _host_refuses(setup, tmp_path, program)
-    assert message.startswith("'guest' sent 'aligned_ids' that are not in the canonical (sorted) order"), message
+    assert message.startswith(f"'guest' sent 'aligned_ids' {problem}"), message
 
 
 @pytest.mark.parametrize("mask, problem", [

@@ -48,25 +48,38 @@ def linked(carrier: str, timeout: float):
     return nets, links
 
 
-def connect_all(links: dict, order) -> dict:
-    """Every party of `order` links to all the others at once, each in a thread of its own (bounded joins):
-    per party, None when it linked, else the exception its ``connect`` raised."""
-    addresses = {n: link.address for n, link in links.items()}
+def in_threads(links: dict, order, step) -> dict:
+    """`step(links[n])` for every party of `order` at once, each in a thread of its own (bounded joins): per
+    party, None when it returned, else the exception it raised."""
     errors: dict = {}
 
-    def connect(n):
+    def run(n):
         try:
-            links[n].connect(addresses)
+            step(n)
             errors[n] = None
         except BaseException as exc:  # noqa: BLE001 - the test reads it
             errors[n] = exc
 
-    threads = [threading.Thread(target=connect, args=(n,), daemon=True) for n in order]
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in order]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     return errors
+
+
+def connect_all(links: dict, order) -> dict:
+    """Every party of `order` links to all the others at once, each in a thread of its own (bounded joins):
+    per party, None when it linked, else the exception its ``connect`` raised."""
+    addresses = {n: link.address for n, link in links.items()}
+    return in_threads(links, order, lambda n: links[n].connect(addresses))
+
+
+def close_all(links: dict, errors: dict) -> dict:
+    """Close every party's links at once, each in a thread of its own (bye, or abort after an error): per party,
+    None when it closed cleanly, else what its ``close`` raised."""
+    return in_threads(links, list(links), lambda n: links[n].close(
+        error=None if errors.get(n) is None else str(errors[n])[:300], timeout=10.0))
 
 
 def run_both(links, programs, timeout):

@@ -24,7 +24,7 @@ from ppml.network.links import make_links
 from ppml.network.peer import PeerNetwork
 from ppml.network.tls import Credentials, issue, make_ca, throwaway_set
 
-from test_links import connect_all
+from test_links import close_all, connect_all
 
 NAMES = ("a", "b")  # a dials b: b's listener is the one attacked
 CONNECT_TIMEOUT = 60.0
@@ -106,26 +106,6 @@ def two_parties(credentials: dict[str, Credentials], connect_timeout: float = CO
     return {n: make_links("tls", PeerNetwork(n, NAMES, None, 30.0), credentials[n], {m: m for m in NAMES if m != n},
                           listen="127.0.0.1:0", session="admission", connect_timeout=connect_timeout)
             for n in NAMES}
-
-
-def close_all(links: dict, errors: dict) -> dict:
-    """Close every party's links at once, each in a thread of its own (bye, or abort after an error): per party,
-    None when it closed cleanly, else what its ``close`` raised."""
-    closed: dict = {}
-
-    def close(n):
-        try:
-            links[n].close(error=None if errors.get(n) is None else str(errors[n])[:300], timeout=10.0)
-            closed[n] = None
-        except BaseException as exc:  # noqa: BLE001 - the test reads it
-            closed[n] = exc
-
-    threads = [threading.Thread(target=close, args=(n,), daemon=True) for n in links]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return closed
 
 
 def link_under_attack(n: int) -> tuple[dict, dict, float, int, Silent]:
