@@ -38,7 +38,9 @@ from ppml.network.links import make_links
 from ppml.network.peer import PeerNetwork
 from ppml.network.tls import Credentials, der_of, fingerprint, issue, throwaway_set
 
+from certificates import certificate_naming
 from test_links import close_all, connect_all
+from test_robust import end_flood
 from test_trust import credentials, link_pair, orgs  # noqa: F401 - orgs: the fixture of one CA per party
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -286,28 +288,10 @@ def test_a_proof_signs_with_ec_rsa_and_ed25519_keys():
 
 
 def test_a_dialer_whose_common_name_is_guest_but_whose_dns_name_is_arbiter_is_refused(orgs):
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
     guest_dir = orgs / "guest"
-    ca = x509.load_pem_x509_certificate((guest_dir / "ca-guest.pem").read_bytes())
-    ca_key = serialization.load_pem_private_key((guest_dir / "ca-guest.key").read_bytes(), password=None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    day = datetime.timedelta(days=1)
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "guest")]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - day).not_valid_after(now + day)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("arbiter")]), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH,
-                                                  ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    dialer = Credentials("guest", cert.public_bytes(serialization.Encoding.PEM),
-                         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()),
-                         (guest_dir / "ca-host.pem").read_bytes())
+    cert, key = certificate_naming((guest_dir / "ca-guest.pem").read_bytes(),
+                                   (guest_dir / "ca-guest.key").read_bytes(), "guest", ["arbiter"])
+    dialer = Credentials("guest", cert, key, (guest_dir / "ca-host.pem").read_bytes())
     _, errors = link_pair("grpc", PAIR, {"guest": dialer, "host": credentials(orgs, "host")},
                           {"guest": 30.0, "host": SHORT})
     refusal = ("'host' refused a link from a certificate speaking as ['arbiter']: not a peer that links to it "
@@ -411,11 +395,7 @@ def test_a_flood_held_at_the_descriptor_limit_does_not_disable_a_grpc_listener(t
         close_all(ours, {})
         out, err = child.communicate(timeout=60)
     finally:
-        for s in flood:
-            s.close()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        end_flood(child, flood)
     assert out.strip() == "closed" and child.returncode == 0, out + err
     lines = err.splitlines()
     assert len(lines) <= 10, err[-3000:]

@@ -7,7 +7,6 @@ has none). Links are the carriers' real listeners and dialers on loopback.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from ppml.network.peers import load_peers
 from ppml.network.tls import identities, issue, make_ca, throwaway_set
 from ppml.parties import Party
 
+from certificates import certificate_naming
 from test_links import connect_all
 from test_robust import _manifest
 
@@ -226,29 +226,9 @@ def test_printable_and_the_failure_line_escape_control_characters():
 # a certificate speaks as its DNS names (defect 8)
 
 
-def _certificate(ca, ca_key, cn: str, dns: list[str]) -> bytes:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    import datetime
-
-    issuer = x509.load_pem_x509_certificate(ca)
-    signer = serialization.load_pem_private_key(ca_key, password=None)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-               .issuer_name(issuer.subject).public_key(ec.generate_private_key(ec.SECP256R1()).public_key())
-               .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-               .not_valid_after(now + datetime.timedelta(days=1)))
-    if dns:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False)
-    return builder.sign(signer, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
-
-
 def test_a_certificate_speaks_as_its_dns_names_and_as_its_common_name_only_without_them():
     ca, ca_key = make_ca("test CA")
-    assert identities(_certificate(ca, ca_key, "guest", ["arbiter"])) == ["arbiter"]
-    assert identities(_certificate(ca, ca_key, "guest", [])) == ["guest"]
+    assert identities(certificate_naming(ca, ca_key, "guest", ["arbiter"])[0]) == ["arbiter"]
+    assert identities(certificate_naming(ca, ca_key, "guest", [])[0]) == ["guest"]
     certificate, _ = issue(ca, ca_key, "host")
     assert identities(certificate) == ["host", "localhost"]

@@ -10,7 +10,6 @@ silent connections cost no thread. Every wait follows progress (a condition poll
 
 from __future__ import annotations
 
-import datetime
 import select
 import socket
 import threading
@@ -24,6 +23,7 @@ from ppml.network.links import make_links
 from ppml.network.peer import PeerNetwork
 from ppml.network.tls import Credentials, issue, make_ca, throwaway_set
 
+from certificates import certificate_naming
 from test_links import close_all, connect_all
 
 NAMES = ("a", "b")  # a dials b: b's listener is the one attacked
@@ -150,32 +150,6 @@ def test_two_parties_link_while_more_silent_connections_than_the_listener_holds_
     assert silent.peak_threads - before <= THREADS, (silent.peak_threads, before)
 
 
-def _certificate(ca_pem: bytes, ca_key_pem: bytes, common_name: str, dns_names: list[str]) -> tuple[bytes, bytes]:
-    """(certificate, key) in PEM: common name `common_name`, DNS subject-alternative names `dns_names`, signed by
-    the CA `ca_pem` (as :func:`ppml.network.tls.issue` does, with the two names apart)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    ca = x509.load_pem_x509_certificate(ca_pem)
-    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns_names]), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    return (cert.public_bytes(serialization.Encoding.PEM),
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption()))
-
-
 def test_a_certificate_whose_dns_name_names_another_party_is_refused_whatever_its_common_name():
     """The guest's own CA issues a certificate with common name ``guest`` and DNS name ``arbiter``; dialing the
     host with it, it speaks as ``arbiter`` (its DNS names, not its common name): the host refuses it, naming
@@ -183,7 +157,7 @@ def test_a_certificate_whose_dns_name_names_another_party_is_refused_whatever_it
     guest_ca, guest_ca_key = make_ca("CA of guest")
     host_ca, host_ca_key = make_ca("CA of host")
     host_cert, host_key = issue(host_ca, host_ca_key, "host")
-    bad_cert, bad_key = _certificate(guest_ca, guest_ca_key, "guest", ["arbiter"])
+    bad_cert, bad_key = certificate_naming(guest_ca, guest_ca_key, "guest", ["arbiter"])
     order = ("guest", "host")  # the guest dials the host
     creds = {"host": Credentials("host", host_cert, host_key, guest_ca + host_ca, peer_ca={"guest": guest_ca}),
              "guest": Credentials("guest", bad_cert, bad_key, host_ca)}

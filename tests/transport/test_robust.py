@@ -106,6 +106,15 @@ FLOOD = textwrap.dedent("""
 """)
 
 
+def end_flood(child: subprocess.Popen, flood: list[socket.socket]) -> None:
+    """Close the flood's connections and stop the flooded process if it still runs."""
+    for s in flood:
+        s.close()
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+
+
 @pytest.mark.parametrize("carrier", CARRIERS)
 def test_a_flood_at_the_descriptor_limit_delays_but_does_not_disable_a_listener(carrier):
     """A process at its descriptor limit (RLIMIT_NOFILE lowered) takes more unauthenticated connections than
@@ -138,11 +147,7 @@ def test_a_flood_at_the_descriptor_limit_delays_but_does_not_disable_a_listener(
         child.stdin.flush()
         out, err = child.communicate(timeout=180)
     finally:
-        for s in flood:
-            s.close()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        end_flood(child, flood)
     lines = out.splitlines()
     assert lines and lines[0] == "linked", out + err
     assert lines[-1] == "closed" and child.returncode == 0, out + err
