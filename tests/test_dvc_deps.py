@@ -1,9 +1,9 @@
-"""Each stage group's code deps in dvc.yaml are exactly the files its import graph reaches.
+"""Each stage depends on its group's code fingerprint, and the fingerprint holds exactly what the group imports.
 
-tools/code_deps.py reads the import statements of the stage scripts and the library; this test fails when
-dvc.yaml lists a file the stage cannot import (an edit there would re-run it for nothing) or misses one it
-does (an edit there would leave stale results). A second check runs the imports for real, so the static
-reading of the graph cannot miss what Python actually loads.
+ppml.codegraph reads the import statements of the stage scripts and the library; stage plan writes one
+fingerprint per group (reports/plan/<group>.txt). These tests fail when dvc.yaml's stages stop naming their
+group's fingerprint (an edit would then re-run nothing, or everything), when the committed fingerprints differ
+from the tree (a stale dvc.lock), or when the static reading of the graph misses what Python actually loads.
 """
 
 from __future__ import annotations
@@ -17,41 +17,62 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ppml import codegraph
+from ppml.config import load_params
+
 ROOT = Path(__file__).resolve().parents[1]
+PARAMS = load_params(ROOT / "params.yaml")
+GROUPS = codegraph.groups(PARAMS)
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 
 
-def _code_deps():
-    spec = importlib.util.spec_from_file_location("code_deps", ROOT / "tools" / "code_deps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _body(stage: dict) -> dict:
+    return stage.get("do") or stage
 
 
-CODE_DEPS = _code_deps()
-GROUPS = {**CODE_DEPS.GROUPS, **CODE_DEPS.report_group(), **CODE_DEPS.train_groups()}
+def test_every_stage_group_depends_on_its_own_fingerprint_and_no_source_file():
+    stages = DVC["stages"]
+    assert set(stages) == {"plan", *GROUPS}
+    for group in GROUPS:
+        deps = _body(stages[group])["deps"]
+        assert deps[0] == f"reports/plan/{group}.txt", group
+        assert not [d for d in deps if d.startswith(("src/", "stages/"))], group
+    plan = stages["plan"]
+    assert sorted(next(iter(o)) for o in plan["outs"]) == sorted(f"reports/plan/{g}.txt" for g in GROUPS)
+    assert all(next(iter(o.values())) == {"cache": False, "persist": True} for o in plan["outs"])
+    assert {"src/ppml", "stages"} <= set(plan["deps"])
 
 
-def test_dvc_yaml_code_deps_equal_the_import_graph():
-    problems = CODE_DEPS.differences(yaml.safe_load((ROOT / "dvc.yaml").read_text()))
-    assert not problems, "run `python tools/code_deps.py --write`:\n" + "\n".join(problems)
+def test_the_plan_stage_and_vars_name_every_params_file():
+    files = yaml.safe_load((ROOT / "params.yaml").read_text())["params_files"]
+    assert DVC["vars"] == files
+    assert DVC["stages"]["plan"]["deps"][2:] == ["params.yaml", *files]
+    assert sorted(files) == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "params").glob("*.yaml"))
+
+
+def test_committed_fingerprints_equal_the_tree():
+    for group, text in codegraph.fingerprints(PARAMS).items():
+        assert (ROOT / "reports" / "plan" / f"{group}.txt").read_text() == text, (
+            f"reports/plan/{group}.txt is stale: run `dvc repro` (stage plan, then what it changed)")
 
 
 def test_every_algorithm_has_its_train_group_and_params_section():
     from ppml.algorithms import ALGORITHMS
     from ppml.config import section_of_algorithm
 
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = DVC["stages"]
     for algorithm in ALGORITHMS:
+        section = section_of_algorithm(algorithm)
         group = stages[f"train_{algorithm}"]
-        assert group["foreach"] == "${" + section_of_algorithm(algorithm) + "}"
-        assert f"{section_of_algorithm(algorithm)}.${{key}}" in group["do"]["params"]
+        assert group["foreach"] == "${" + section + "}"
+        assert {f"params/{algorithm}.yaml": [f"{section}.${{key}}"]} in group["do"]["params"]
 
 
 def test_fdml_edit_reaches_only_the_fdml_group():
-    expected = CODE_DEPS.expected()
-    holding = {g for g, files in expected.items() if "src/ppml/algorithms/fdml.py" in files}
+    closures = {g: codegraph.closure(*GROUPS[g]) for g in GROUPS}
+    holding = {g for g, files in closures.items() if "src/ppml/algorithms/fdml.py" in files}
     assert holding == {"train_fdml"}
-    holding = {g for g, files in expected.items() if "src/ppml/algorithms/paillier_sgd.py" in files}
+    holding = {g for g, files in closures.items() if "src/ppml/algorithms/paillier_sgd.py" in files}
     assert holding == {"train_paillier_sgd"}
 
 
@@ -74,7 +95,7 @@ def _loaded_ppml_files(script: str, modules: tuple[str, ...]) -> set[str]:
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_static_graph_covers_what_python_loads(group):
     script, modules = GROUPS[group]
-    missing = _loaded_ppml_files(script, modules) - set(CODE_DEPS.closure(script, modules))
+    missing = _loaded_ppml_files(script, modules) - set(codegraph.closure(script, modules))
     assert not missing, f"{group}: the static import graph misses {sorted(missing)}"
 
 
@@ -87,6 +108,10 @@ def test_stale_code_lists_only_changed_code_deps():
                                                   "data/prepared/a9a": "deleted"}}],
         "train_pp_admm@pp_admm-adult-eps1": [{"changed deps": {"data/prepared/adult": "deleted"}}],
         "download@a9a": [{"changed outs": {"data/raw/a9a": "deleted"}}],
+        "plan": [{"changed deps": {"src/ppml": "modified"}}],
+        "train_local@local-a9a": [{"changed deps": {"reports/plan/train_local.txt": "modified"}}],
         "report": ["always changed"],
     }
-    assert module.stale_code(status) == {"train_fdml@fdml-a9a": ["src/ppml/algorithms/fdml.py (modified)"]}
+    assert module.stale_code(status) == {"train_fdml@fdml-a9a": ["src/ppml/algorithms/fdml.py (modified)"],
+                                         "plan": ["src/ppml (modified)"],
+                                         "train_local@local-a9a": ["reports/plan/train_local.txt (modified)"]}

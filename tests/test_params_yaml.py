@@ -1,4 +1,4 @@
-"""params.yaml is written so that ``dvc exp run -S key=value`` changes only that key's line.
+"""params.yaml and params/*.yaml are written so that ``dvc exp run -S file:key=value`` changes only that key's line.
 
 ``dvc exp run -S`` edits params.yaml through ``dvc.utils.hydra.apply_overrides``: it loads the whole file
 with a round-trip YAML reader, applies the overrides and writes every section back. Flow collections
@@ -12,19 +12,20 @@ import difflib
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PARAMS = ROOT / "params.yaml"
+FILES = ["params.yaml", *yaml.safe_load((ROOT / "params.yaml").read_text())["params_files"]]
 
 
-#: ``dvc exp run -S`` overrides on three sections and a list, each with the text it must leave on its line(s)
-#: (key path -> new value; a list gives one value per item line).
+#: ``dvc exp run -S`` overrides in four files, a list among them, each with the text it must leave on its
+#: line(s) (file -> key path -> new value; a list gives one value per item line).
 OVERRIDES = {
-    ("seed",): "2021",
-    ("pp_admm_experiments", "pp_admm-adult-eps1", "seeds"): "6",
-    ("fdml_experiments", "fdml-a9a", "eta"): "16.0",
-    ("datasets", "a9a", "split"): ["60", "63"],
+    "params.yaml": {("seed",): "2021"},
+    "params/pp_admm.yaml": {("pp_admm_experiments", "pp_admm-adult-eps1", "seeds"): "6"},
+    "params/fdml.yaml": {("fdml_experiments", "fdml-a9a", "eta"): "16.0"},
+    "params/datasets.yaml": {("datasets", "a9a", "split"): ["60", "63"]},
 }
 
 
@@ -54,17 +55,19 @@ def _flow_collections(text: str) -> list[str]:
             if isinstance(token, (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken))]
 
 
-def test_no_anchors_merge_keys_or_flow_mappings():
-    text = PARAMS.read_text()
+@pytest.mark.parametrize("name", FILES)
+def test_no_anchors_merge_keys_or_flow_mappings(name):
+    text = (ROOT / name).read_text()
     offending = [f"line {i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1)
                  if not line.lstrip().startswith("#")
                  and ("<<:" in line or ": &" in line or ": *" in line or ": {" in line)]
-    assert not offending, "params.yaml must be block style without anchors: " + "; ".join(offending[:5])
+    assert not offending, f"{name} must be block style without anchors: " + "; ".join(offending[:5])
 
 
-def test_no_flow_style_lists_or_mappings():
-    flow = _flow_collections(PARAMS.read_text())
-    assert not flow, ("params.yaml must write lists and mappings in block style (one item per line), since "
+@pytest.mark.parametrize("name", FILES)
+def test_no_flow_style_lists_or_mappings(name):
+    flow = _flow_collections((ROOT / name).read_text())
+    assert not flow, (f"{name} must write lists and mappings in block style (one item per line), since "
                       "dvc exp run -S rewrites flow style: " + "; ".join(flow[:5]))
 
 
@@ -73,14 +76,15 @@ def test_the_flow_style_check_names_the_line():
     assert _flow_collections(text) == ["line 4: split: [66, 57]", "line 6: - {name: a}"]
 
 
-def test_dvc_exp_run_set_param_changes_only_the_overridden_lines(tmp_path):
+@pytest.mark.parametrize("name", sorted(OVERRIDES))
+def test_dvc_exp_run_set_param_changes_only_the_overridden_lines(tmp_path, name):
     from dvc.utils.hydra import apply_overrides
 
-    before = PARAMS.read_text()
+    before = (ROOT / name).read_text()
     root = yaml.compose(before)
     expected = before.splitlines(keepends=True)
     overrides, lines = [], []
-    for path, new in OVERRIDES.items():
+    for path, new in OVERRIDES[name].items():
         node = _node(root, path)
         items, values = (node.value, new) if isinstance(new, list) else ([node], [new])
         assert len(items) == len(values), f"{'.'.join(path)} has {len(items)} items, the test {len(values)}"
@@ -90,11 +94,11 @@ def test_dvc_exp_run_set_param_changes_only_the_overridden_lines(tmp_path):
             expected[line] = expected[line][:start] + value + expected[line][end:]
             lines.append(line + 1)
         overrides.append(f"{'.'.join(path)}=" + (f"[{','.join(new)}]" if isinstance(new, list) else new))
-    copy = tmp_path / "params.yaml"
-    shutil.copy(PARAMS, copy)
+    copy = tmp_path / Path(name).name
+    shutil.copy(ROOT / name, copy)
     apply_overrides(copy, overrides)
     after = copy.read_text()
-    diff = "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(), "params.yaml",
+    diff = "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(), name,
                                           "after dvc exp run -S", lineterm="", n=0))
     assert _changed_lines(before, after) == sorted(lines), f"{' '.join(overrides)} rewrote:\n{diff[:3000]}"
     assert after == "".join(expected), f"{' '.join(overrides)} wrote other values than expected:\n{diff}"

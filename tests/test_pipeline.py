@@ -66,8 +66,15 @@ def pipeline(tmp_path_factory):
     from ppml.algorithms import ALGORITHMS
     from ppml.config import section_of_algorithm
 
-    sections = {section_of_algorithm(a): {} for a in ALGORITHMS}  # dvc.yaml has a train group per algorithm
-    (repo / "params.yaml").write_text(yaml.safe_dump({**sections, **PARAMS}, sort_keys=False))
+    # params.yaml names the per-algorithm files, as the pipeline's does; dvc.yaml has a train group per algorithm
+    files = yaml.safe_load((ROOT / "params.yaml").read_text())["params_files"]
+    (repo / "params.yaml").write_text(yaml.safe_dump({"seed": PARAMS["seed"], "params_files": files}, sort_keys=False))
+    (repo / "params").mkdir()
+    (repo / "params" / "datasets.yaml").write_text(yaml.safe_dump({"datasets": PARAMS["datasets"]}, sort_keys=False))
+    for algorithm in ALGORITHMS:
+        section = section_of_algorithm(algorithm)
+        (repo / "params" / f"{algorithm}.yaml").write_text(yaml.safe_dump({section: PARAMS.get(section, {})},
+                                                                          sort_keys=False))
     mirror = tmp_path_factory.mktemp("mirror")  # empty: gisette cannot be had
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
     env.update(DATA_MIRROR=str(mirror), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
@@ -87,9 +94,9 @@ def test_repro_runs_every_stage(pipeline):
     assert [p["name"] for p in manifest["parties"]] == ["party1", "party2", "party3"]
     numbers = json.loads((repo / "reports/runs/centralized-tiny/metrics.json").read_text())
     described = json.loads((repo / "reports/runs/centralized-tiny/run.json").read_text())
-    for key in ("epochs", "train_objective", "train_logloss", "test_logloss", "test_auc", "test_error",
-                "bytes_sent"):
+    for key in ("epochs", "train_objective", "train_logloss", "test_logloss", "test_auc", "test_error"):
         assert key in numbers, key
+    assert "bytes_sent" not in numbers and "messages" not in numbers  # traffic is comm.json's, not a metric
     assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers.values()), numbers
     timing = json.loads((repo / "reports/runs/centralized-tiny/timing.json").read_text())
     assert "seconds" in timing["values"] and "seconds" not in numbers
@@ -132,3 +139,23 @@ def test_second_repro_is_up_to_date(pipeline):
     assert "Running stage" not in again.stdout
     shown = _dvc(repo, "metrics", "show", "--json", env=env)
     assert "centralized-tiny" in shown.stdout
+
+
+def test_a_bad_override_fails_at_plan_and_removes_nothing(pipeline):
+    """`dvc exp run -S` with a value the algorithm refuses: stage plan fails naming the key and the value, no
+    train stage starts, and git status shows only the edited params file (every output as committed)."""
+    repo, env, first = pipeline
+    assert first.returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "results"], cwd=repo, check=True, env=env)
+    bad = _dvc(repo, "exp", "run", "-S", "params/centralized.yaml:centralized_experiments.centralized-tiny.lam=-1",
+               env=env)
+    assert bad.returncode != 0
+    out = bad.stdout + bad.stderr
+    assert "centralized_experiments.centralized-tiny.lam" in out and "-1" in out, out[-2000:]
+    assert "git checkout -- params.yaml params/" in out
+    assert "Running stage 'train_" not in out
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True,
+                            env=env).stdout.splitlines()
+    assert status == [" M params/centralized.yaml"], status
+    subprocess.run(["git", "checkout", "--", "params/"], cwd=repo, check=True, env=env)

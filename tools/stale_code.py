@@ -4,7 +4,8 @@
 
 CI runs this on a fresh clone after the tests (with bytecode writing on): a stage listed here would re-run on
 every user's machine although nobody changed its code, either because the committed dvc.lock is stale or
-because something the tests wrote (``__pycache__``, caches) entered a dependency hash. Data dependencies
+because something the tests wrote (``__pycache__``, caches) entered a dependency hash. The code deps are stage
+plan's (src/ppml and stages) and every other stage's fingerprint file (reports/plan/<group>.txt). Data dependencies
 that are merely absent (a clone has no data/ until `make repro`) are not code and are not listed.
 """
 
@@ -14,7 +15,8 @@ import json
 import subprocess
 import sys
 
-CODE = ("src/", "stages/")
+#: code deps: the sources (stage plan's), and the fingerprints every other stage depends on
+CODE = ("src/", "stages", "reports/plan/")
 
 
 def stale_code(status: dict) -> dict[str, list[str]]:

@@ -29,7 +29,7 @@ STAGE_KEYS = ("algorithm", "dataset", "seeds", "description", "noise_source", "a
 #: the launcher (ppml.launch, above this module) that starts the party processes of a transport other than
 #: inprocess. Loaded by name, and only for a block that uses it: so the code deps of a dvc.yaml train group hold
 #: it, and the links and carriers it imports, only when one of the group's experiments runs on that transport
-#: (tools/code_deps.py)
+#: (ppml.codegraph)
 LAUNCHERS = {"ray": "ppml.launch.ray_runner", "grpc": "ppml.launch.local"}
 
 #: the algorithm each pipeline section holds (its dvc.yaml train group depends only on that algorithm's code)
@@ -267,6 +267,7 @@ def summarize(name: str, block: dict, params: Any, histories: list[History], sec
         elif key not in metrics:
             metrics[key] = values[0]
     metrics["converged"] = all(bool(h.converged) for h in histories)
-    metrics["bytes_sent"] = int(np.mean([h.comm.get("bytes", 0) for h in histories]))
-    metrics["messages"] = int(np.mean([h.comm.get("messages", 0) for h in histories]))
+    # Traffic (messages, bytes, ciphertexts per seed and role) is in comm.json, not here: an asynchronous run's
+    # counts follow its threads' scheduling and a masked value's encoding its random mask, so they would show
+    # as changed results in every metrics diff of a re-run.
     return metrics

@@ -30,7 +30,7 @@ from ppml.network.links import CONNECT_TIMEOUT
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ppml.party", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ppml.party", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--experiment", help="the experiment of params.yaml to run (with --prepare: its dataset)")
     parser.add_argument("--party", required=True, help="this process's party (its address in the run)")
     parser.add_argument("--peers", required=True, help="the peers file: addresses, CA, this party's certificate")

@@ -1018,8 +1018,9 @@ def _worker_program(endpoint: Endpoint, party: Party, *, index: int, params: Par
                 scores["test"] = worker.model.forward(worker.theta, party.X_test)[0]
             endpoint.send(SERVER, TAG_EVAL, scores)
             start += time.perf_counter() - stamp
-            log.info("%s: epoch %d/%d done (iteration %d), ||x_j||^2 = %.6g", endpoint.name,
-                     worker.clock // schedule.n_batches, params.epochs, worker.clock, scores["sqnorm"])
+            epoch = worker.clock // schedule.n_batches
+            log.log(_progress_level(epoch, params.epochs), "%s: epoch %d/%d done (iteration %d), ||x_j||^2 = %.6g",
+                    endpoint.name, epoch, params.epochs, worker.clock, scores["sqnorm"])
             if keep_snapshots:
                 snapshots.append(worker.theta.copy())
     out: dict[str, Any] = {"messages": link.messages, "bytes": link.bytes,
@@ -1103,15 +1104,22 @@ def _check_scores(src: str, payload: Any, *, n: int, n_test: int | None, has_tes
     return payload
 
 
+def _progress_level(epoch: int, epochs: int) -> int:
+    """Info for about ten epochs of a run (the first, every tenth of the way, the last), else debug: each party
+    logs its progress without a line per epoch."""
+    return logging.INFO if epoch in (1, epochs) or epoch % max(1, epochs // 10) == 0 else logging.DEBUG
+
+
 def _log_epoch(party: Party, workers: list[str], parts: dict[str, dict[str, Any]], *, epoch: int, epochs: int,
                lam: float) -> None:
     """The server's progress line for an epoch every worker has scored: the composite model's objective."""
-    if not log.isEnabledFor(logging.INFO):
+    level = _progress_level(epoch, epochs)
+    if not log.isEnabledFor(level):
         return
     train = sum(parts[w]["train"] for w in workers)
     sqnorm = sum(parts[w]["sqnorm"] for w in workers)
-    log.info("%s: epoch %d/%d: train objective %.6g", SERVER, epoch, epochs,
-             logistic_objective(train, party.y, None, lam, sqnorm=sqnorm))
+    log.log(level, "%s: epoch %d/%d: train objective %.6g", SERVER, epoch, epochs,
+            logistic_objective(train, party.y, None, lam, sqnorm=sqnorm))
 
 
 def _server_program(endpoint: Endpoint, party: Party, *, workers: list[str], params: Params,

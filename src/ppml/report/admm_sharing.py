@@ -624,8 +624,8 @@ def _claim_optimum(runs: Runs, dataset: str, admm: Run | None, *, prototype: boo
              if rel > OPTIMUM_REL - SOLVER_MARGIN else f"the test log loss differs by {abs(t - t_star):.4f}")
     why = (READING, f"Theorem 1 promises convergence only in the limit: at {_rho(admm)} {short} after "
                     f"{admm.metrics['epochs']:g} epochs, so our reading's threshold at the paper's epoch budget is "
-                    "not met (params.yaml notes the gap at each ρ tried)",
-           [RUNS_TABLE, f"reports/runs/{admm.name}", "params.yaml"])
+                    "not met (params/admm_sharing.yaml notes the gap at each ρ tried)",
+           [RUNS_TABLE, f"reports/runs/{admm.name}", "params/admm_sharing.yaml"])
     return _claim(id_, statement, source, published,
                   f"f {f:.6f} vs centralized {f_star:.6f} (relative {rel:+.2e}) after "
                   f"{admm.metrics['epochs']:g} epochs; test log loss {t:.4f} vs {t_star:.4f}", verdict,

@@ -327,13 +327,17 @@ class ReportOutput:
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
-    """A GitHub markdown table; floats with 4 significant decimals, None as '—'."""
+    """A GitHub markdown table; floats with 4 decimals (integral ones as integers), None as '—'."""
 
     def cell(v: Any) -> str:
         if v is None:
             return "—"
         if isinstance(v, float):
-            return "nan" if math.isnan(v) else f"{v:.4g}" if abs(v) >= 1e4 or (v != 0 and abs(v) < 1e-3) else f"{v:.4f}"
+            if math.isnan(v):
+                return "nan"
+            if v.is_integer() and abs(v) < 1e15:  # a count or a round parameter (eta 8, 38 epochs): no decimals
+                return str(int(v))
+            return f"{v:.4g}" if abs(v) >= 1e4 or (v != 0 and abs(v) < 1e-3) else f"{v:.4f}"
         return str(v)
 
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -347,7 +351,7 @@ class ReportInputError(ValueError):
 
 #: fields a run's metrics give as numbers (or null where a run cannot have them, e.g. AUC of one class)
 NUMERIC_FIELDS = ("train_objective", "train_logloss", "train_error", "test_logloss", "test_auc", "test_error",
-                  "test_accuracy", "epochs", "bytes_sent", "messages", "majority_error")
+                  "test_accuracy", "epochs", "majority_error")
 
 
 class RunFields(dict):

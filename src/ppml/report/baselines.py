@@ -70,13 +70,27 @@ def _missing(run: Run | None, keys: tuple[str, ...]) -> str | None:
     return None
 
 
+def _horizontal(central: Run | None, local: Run) -> bool:
+    """Whether the local model holds every feature (a row split: one agent's rows), read off the two runs."""
+    n_local = local.metrics.get("n_features")
+    return central is not None and n_local is not None and n_local == central.metrics.get("n_features")
+
+
+def _union(central: Run | None, local: Run) -> str:
+    return "every agent's rows" if _horizontal(central, local) else "all features"
+
+
+def _local_share(central: Run | None, local: Run) -> str:
+    return "one agent's rows" if _horizontal(central, local) else "the first party's features"
+
+
 def collaboration_claim(ds: str, central: Run | None, local: Run) -> Claim:
     """The centralized model's test log loss is below the local one's, beyond Welch's half-width."""
     keys = ("test_logloss", "test_logloss_sd", "n_test")
     figure = PUBLISHED_COLLABORATION.get(ds)
     claim = dict(id=f"baselines-{ds}-collaboration-helps",
-                 statement=f"{ds}: the centralized model (all features) has lower test log loss than the local "
-                           "one (the first party's features)")
+                 statement=f"{ds}: the centralized model ({_union(central, local)}) has lower test log loss than "
+                           f"the local one ({_local_share(central, local)})")
     if figure:
         claim.update(paper=ADMM_SHARING, kind=PAPER_CLAIM, source=f"ADMM sharing paper, Sec. 5 and {figure}",
                      published=f"{figure}: 'a significant performance boost' from the other party's features")

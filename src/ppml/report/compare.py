@@ -34,8 +34,8 @@ from ppml.report.claims import counts_line, entry_kind, entry_verdict
 from ppml.timing import is_timing
 
 #: the metrics compared per run (the headline columns of the report tables), in display order
-HEADLINE = ("test_error", "test_logloss", "test_auc", "test_accuracy", "train_objective", "epochs",
-            "bytes_sent")
+#: (traffic is not among them: an asynchronous run's counts follow its scheduling, so they live in comm.json)
+HEADLINE = ("test_error", "test_logloss", "test_auc", "test_accuracy", "train_objective", "epochs")
 
 _CLAIMS, _PRIVACY = "reports/claims.json", "reports/privacy.json"
 _RUNS, _TABLES = "reports/runs/", "reports/tables/"
@@ -361,9 +361,42 @@ def privacy_section(a: Snapshot, b: Snapshot) -> list[str]:
     return lines
 
 
+def result_changes(a: Snapshot, b: Snapshot) -> list[str]:
+    """What moved between the revisions, one phrase per part (empty when no result changed): claims, runs and
+    their headline metrics or status, tables, privacy. Timing is not a result and is never counted; numbers
+    equal to 12 significant digits (the last bits of a float) count as equal."""
+    out = []
+    if a.claims is not None and b.claims is not None:
+        moved = [i for i in set(a.claims) | set(b.claims)
+                 if i not in a.claims or i not in b.claims
+                 or entry_verdict(a.claims[i]) != entry_verdict(b.claims[i])
+                 or entry_kind(a.claims[i]) != entry_kind(b.claims[i])]
+        if moved:
+            out.append(f"claims {len(moved)}")
+    elif (a.claims is None) != (b.claims is None):
+        out.append("the claims ledger")
+    runs = [n for n in set(a.runs) | set(b.runs) if n not in a.runs or n not in b.runs
+            or any(_differs(a.runs[n].get(k), b.runs[n].get(k)) for k in ("status", *HEADLINE))]
+    if runs:
+        out.append(f"runs {len(runs)}")
+    tables = [t for t in set(a.tables) | set(b.tables) if a.tables.get(t) != b.tables.get(t)]
+    if tables:
+        out.append(f"tables {len(tables)}")
+    if a.privacy is not None and b.privacy is not None:
+        private = [n for n in set(a.privacy) | set(b.privacy) if n not in a.privacy or n not in b.privacy
+                   or any(_differs(x, y) for x, y in zip(_privacy_fields(a.privacy[n]).values(),
+                                                          _privacy_fields(b.privacy[n]).values()))]
+        if private:
+            out.append(f"privacy entries {len(private)}")
+    return out
+
+
 def compare_markdown(a: Snapshot, b: Snapshot) -> str:
+    moved = result_changes(a, b)
     head = [f"# Reports: {a.rev} ({a.commit[:10]}) → {b.rev} ({b.commit[:10]})", "",
-            "Read from the committed report files only (nothing re-run).", ""]
+            "Read from the committed report files only (nothing re-run).", "",
+            ("**No changes**: no verdict, run, headline metric, table or privacy entry differs (timing aside)."
+             if not moved else f"**Changed**: {', '.join(moved)}."), ""]
     body = (claims_section(a, b) + metrics_section(a, b) + timing_section(a, b) + tables_section(a, b)
             + privacy_section(a, b))
     return "\n".join(head + body).rstrip() + "\n"

@@ -5,7 +5,7 @@ Reads two groups of runs, each identified by its experiment-name prefix and desc
 - ``fdml_table1-*``: per dataset x ``local_model`` (lr, nn): the rows local (``features: local``),
   centralized (``all``) and FDML (``split``) of Table I, FDML once per ``own`` term (``fresh``: the worker's
   own current prediction plus the other workers' entries of A, model (8); ``stored``: Algorithm 1's literal
-  sum over A), every arm at the step size one rule picks for it (params.yaml). Table I's local and centralized
+  sum over A), every arm at the step size one rule picks for it (params/fdml.yaml). Table I's local and centralized
   rows are the runs named ``fdml_table1-<dataset>-<model>-<local|centralized>``; further local and centralized
   runs (``...-eta<eta>``) are equal-step-size controls at an FDML run's step size. The published numbers
   (``published/fdml_table1.csv`` under the report root) are on Tencent's private data, so they sit beside
@@ -238,7 +238,7 @@ def _table1(table: dict, published: dict, out: ReportOutput) -> None:
             "the other workers' entries of A, model (8)) or stored (`own stored`: Algorithm 1's literal "
             "sum over A, its own entry about an epoch old). Every row is at the step size one rule picks "
             "for it (the eta with the lowest training objective at epoch 5 among those whose objective fell "
-            "at every epoch; params.yaml); `AUC - centralized at equal eta` compares FDML with centralized "
+            "at every epoch; params/fdml.yaml); `AUC - centralized at equal eta` compares FDML with centralized "
             "SGD at FDML's eta, and the rows `... at FDML own <term>'s step size` are those equal-eta "
             "controls (ablations) of local and centralized. Local and "
             "centralized are standard mini-batch SGD (protocol `sgd`). `cost-model s / epoch`: the slowest "
@@ -618,7 +618,7 @@ def _table_claims(table: dict, published: dict, dataset: str, own: str) -> list[
     epoch 10, each arm at the step size the common rule picks; and the stability of epoch 10."""
     arms = _Arms(table, dataset, own)
     tag = _suffix(own)
-    setting_of = (f"on {dataset}, each arm at the step size one rule picks for it (params.yaml), FDML with "
+    setting_of = (f"on {dataset}, each arm at the step size one rule picks for it (params/fdml.yaml), FDML with "
                   f"the worker's {OWN_TEXT[own]}")
     claims = []
     for model in MODELS.values():

@@ -139,7 +139,7 @@ def _runs(runs: Runs, *, encrypted: bool, lam0: bool = False) -> dict[tuple[str,
 
 def _why_missing(run: Run | None) -> str:
     if run is None:
-        return "not run: no such experiment in params.yaml"
+        return "not run: no such experiment in params/paillier_*.yaml"
     return str(run.metrics.get("status"))
 
 
@@ -346,7 +346,7 @@ def _fewer_epochs(claim_id: str, statement: str, source: str, pub_text: str, run
     missing = [r for r in runs if r is None or not r.available]
     if missing:
         return _claim(claim_id, statement, source, pub_text,
-                      "; ".join(_why_missing(r) if r is not None else "not run: no such experiment in params.yaml"
+                      "; ".join(_why_missing(r) if r is not None else "not run: no such experiment in params/paillier_*.yaml"
                                 for r in missing), NOT_CHECKED)
     sgd, sqn = runs
     e_sgd, e_sqn = seed_epochs(sgd), seed_epochs(sqn)

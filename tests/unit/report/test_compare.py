@@ -100,7 +100,8 @@ def test_compare_two_commits(repo, capsys):
     # metrics: only the changed headline fields of the run present at both revisions; never timing
     assert "### pp_admm" in out and "### centralized" not in out
     assert "| ppadmm-a | test_error | 0.2500 | 0.2375 | -0.0125 |" in out
-    assert "| ppadmm-a | bytes_sent | 100 | 150 | +50 |" in out
+    assert "bytes_sent" not in out  # traffic is not a headline metric
+    assert "**Changed**: claims 5, runs 3, tables 2, privacy entries 1." in out
     assert "| seconds |" not in out and "| seconds_std |" not in out
     # timing apart, from metrics.json at the first commit and timing.json at the second (seconds x seeds)
     assert "| centralized | 1 / 1 | 1.0 | 9.0 |" in out
@@ -120,6 +121,7 @@ def test_same_revision_reports_nothing_changed(repo, capsys):
     out = capsys.readouterr().out
     assert "0 verdict changes, 0 claims added, 0 removed" in out
     assert "0 changed" in out and "No table" in out and "0 runs changed privacy" in out
+    assert "**No changes**" in out
 
 
 def test_bad_revision_is_one_line_naming_it(repo, capsys):

@@ -1,0 +1,116 @@
+"""The code each DVC stage group runs, from the import graph, and its fingerprint.
+
+A stage group's code is exactly the library files its stages can import: the stage script, then every
+``import ppml...`` / ``from ppml... import ...`` statement reachable from it, read from the source (function-
+level imports included, so lazily imported modules count), with each package's ``__init__.py``. A train group
+adds its algorithm's module and the launcher (``ppml.launch``) of each transport its experiments use: the links,
+and the carriers they import (they register themselves with the links), come with it. So an edit to ``fdml.py``
+changes only the fingerprints of the groups whose closure holds it.
+
+The plan stage writes one fingerprint per group, ``reports/plan/<group>.txt`` (the sha256 and path of each of its
+files), and each stage depends on its group's file alone: DVC re-runs exactly the stages whose code changed, and
+its dvc.lock records one code dependency per stage instead of thirty.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+from typing import Any, Mapping
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+
+#: stage group -> (stage script, modules it loads by name rather than by an import statement)
+Groups = dict[str, tuple[str, tuple[str, ...]]]
+
+FIXED: Groups = {
+    "download": ("stages/download.py", ()),
+    "prepare": ("stages/prepare.py", ()),
+    "account": ("stages/account.py", ()),
+}
+
+
+def groups(params: Mapping[str, Any]) -> Groups:
+    """Every stage group of the pipeline: the fixed ones, report (which loads each paper's report module by name)
+    and ``train_<algorithm>`` for every algorithm of the registry (its module, and the launcher of every
+    transport but inprocess that one of its experiments in `params` uses: a group whose runs are all in-process
+    does not depend on the links)."""
+    from ppml.algorithms import ALGORITHMS
+    from ppml.config import section_of_algorithm
+    from ppml.experiment import LAUNCHERS
+    from ppml.report import PAPER_REPORTS
+
+    out: Groups = {**FIXED, "report": ("stages/report.py", tuple(PAPER_REPORTS))}
+    for alg, module in ALGORITHMS.items():
+        blocks = (params.get(section_of_algorithm(alg)) or {}).values()
+        transports = sorted({b.get("transport", "inprocess") for b in blocks if isinstance(b, dict)})
+        out[f"train_{alg}"] = ("stages/train.py", (module, *(LAUNCHERS[t] for t in transports if t in LAUNCHERS)))
+    return out
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of module `name` under src/, or None when it is not a ppml module."""
+    if name != "ppml" and not name.startswith("ppml."):
+        return None
+    base = SRC.joinpath(*name.split("."))
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    return None
+
+
+def _package_inits(name: str) -> list[Path]:
+    parts = name.split(".")
+    return [f for i in range(1, len(parts)) if (f := _module_file(".".join(parts[:i]))) is not None]
+
+
+def _imports(path: Path) -> set[str]:
+    """Names of the ppml modules `path` imports anywhere in its body (``from a import b``: ``a.b`` when that
+    is a module, else ``a``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    # the package a relative import starts from: a module's folder (for __init__.py, its own package)
+    package = ".".join(path.relative_to(SRC).parts[:-1]) if path.is_relative_to(SRC) else ""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            for alias in node.names:
+                out.add(f"{base}.{alias.name}" if _module_file(f"{base}.{alias.name}") else base)
+    return {n for n in out if _module_file(n) is not None}
+
+
+def closure(script: str, modules: tuple[str, ...] = ()) -> list[str]:
+    """Sorted repository paths of the stage script and every ppml file reachable from it and `modules`."""
+    seen: set[Path] = set()
+    todo = [ROOT / script] + [f for m in modules if (f := _module_file(m)) is not None]
+    todo += [f for m in modules for f in _package_inits(m)]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imports(path):
+            todo.append(_module_file(name))
+            todo.extend(_package_inits(name))
+    return sorted(str(p.relative_to(ROOT)) for p in seen)
+
+
+def fingerprint(group: str, files: list[str]) -> str:
+    """The text of ``reports/plan/<group>.txt``: a header, then ``<sha256>  <path>`` per file (sha256sum's
+    format, so ``sha256sum -c`` checks it from the repository's root)."""
+    lines = [f"# {group}: the code its stages run (ppml.codegraph), one file per line; stage plan writes this"]
+    lines += [f"{hashlib.sha256((ROOT / f).read_bytes()).hexdigest()}  {f}" for f in files]
+    return "\n".join(lines) + "\n"
+
+
+def fingerprints(params: Mapping[str, Any]) -> dict[str, str]:
+    """Group -> the text of its fingerprint file."""
+    return {group: fingerprint(group, closure(script, modules)) for group, (script, modules) in groups(params).items()}
