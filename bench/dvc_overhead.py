@@ -11,9 +11,9 @@ hard-linked from this checkout when they are there), so the checkout is never to
    time less the train stage's own clock (timing.json's ``seconds`` times its seeds).
 
 Prints the machine's load average before and after: the figures hold for an idle machine.
-Usage: ``python bench/dvc_overhead.py [--quick]``. ``--quick`` (for the test suite) runs (1) once and (2),
-and (3) only when data/prepared/a9a is present; on a fresh clone without data, (1) measures a status that
-reports the missing data.
+Usage: ``python bench/dvc_overhead.py [--quick]``, after committing (the clone is of HEAD, whose dvc.lock must be
+current, else (3) re-runs whatever is stale). ``--quick`` (for the test suite) runs (1) once and (2) only; (3)
+needs data/prepared/a9a. On a fresh clone without data, (1) measures a status that reports the missing data.
 """
 
 from __future__ import annotations
@@ -114,8 +114,12 @@ def main(argv: list[str] | None = None) -> int:
             print("the bad value was not refused cleanly", file=sys.stderr)
             return 1
 
-        if not has_data:
-            print("one-run -S edit: skipped (no data/prepared/a9a in this checkout: run `make repro` first)")
+        if args.quick or not has_data:
+            print("one-run -S edit: skipped (" + ("--quick" if args.quick else "no data/prepared/a9a in this "
+                                                  "checkout: run `make repro` first") + ")")
+        elif json.loads(_dvc(repo, "status", "--json")[1].stdout or "{}"):
+            print("one-run -S edit: skipped (HEAD's dvc.lock is not current here: `dvc status` lists stale stages, "
+                  "which the edit would re-run too)")
         else:
             total, rc, stages = _timed_stages(repo, "exp", "run", "-S", GOOD)
             if rc != 0:

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 from ppml.config import ParamError, all_experiments, load_params  # noqa: E402
 from ppml.io import staged_outputs, write_json  # noqa: E402
 from ppml.report.base import (ReportInputError, ReportOutput, check_evidence, load_runs,  # noqa: E402
-                              read_privacy)
+                              read_privacy, use_palette)
 from ppml.report.claims import build_all, claims_markdown, summary_metrics  # noqa: E402
 
 
@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    use_palette()
     try:
         experiments = {name: block for name, (_, block) in all_experiments(load_params(args.params)).items()}
     except ParamError as exc:

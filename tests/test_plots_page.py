@@ -54,3 +54,37 @@ def test_the_check_fails_on_a_page_that_drifted(tmp_path, monkeypatch):
     monkeypatch.setattr(tool, "ROOT", tmp_path)
     assert tool.main(["--check"]) == 1
     assert tool.main([]) == 0 and tool.main(["--check"]) == 0
+
+
+def test_the_templates_and_the_png_figures_share_one_palette():
+    import json
+
+    from ppml.report.base import PALETTE
+
+    for template in sorted((ROOT / ".dvc" / "plots").glob("*.json")):
+        spec = json.loads(template.read_text().replace('"<DVC_METRIC_DATA>"', "[]"))
+        color = spec.get("encoding", {}).get("color") or spec.get("spec", {}).get("encoding", {}).get("color")
+        if color and color.get("field") == "series":
+            assert tuple(color["scale"]["range"]) == PALETTE, template.name
+
+
+def test_every_png_legend_is_beside_its_axes(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ppml.report.base import ReportOutput, use_palette
+
+    use_palette()
+    out = ReportOutput(tmp_path)
+    fig, ax = plt.subplots()
+    line, = ax.plot([0, 1], [0, 1], label="a")
+    ax.legend(fontsize=7)
+    assert line.get_color() == "#4c78a8"
+    legend_axes = ax.get_legend()
+    out.figure("f", fig)
+    moved = ax.get_legend()
+    assert moved is not legend_axes and moved.get_bbox_to_anchor().x0 >= ax.bbox.x1 - 1
+    assert moved.get_texts()[0].get_fontsize() == 7
+    assert (tmp_path / "plots" / "f.png").stat().st_size > 0

@@ -3,11 +3,12 @@
 Figures (PNG and DVC plot data), per dataset of the paper (a9a, gisette) that has runs:
 
 - ``admm_sharing-<ds>-loss_vs_epoch`` (Fig. 1a / 2a): training objective f per epoch, ADMM sharing without
-  noise against FDML's synchronous SGD (``tau = 0``, linear local models), with the centralized optimum;
+  noise against FDML's synchronous SGD (``tau = 0``, linear local models), with the centralized optimum, drawn
+  as the relative gap to the best objective reached on a log axis (the CSV keeps f too);
 - ``admm_sharing-<ds>-test_logloss_vs_epoch`` (Fig. 1b / 2b): test log loss per epoch, one line per noise
   level;
-- ``admm_sharing-<ds>-test_logloss_vs_sigma`` (Fig. 3): final test log loss per noise level, with the
-  centralized and the local-only models as reference lines.
+- ``admm_sharing-<ds>-test_logloss_vs_sigma`` (Fig. 3): final test log loss per noise level, σ = 0 included
+  (a symmetric log axis), with the centralized and the local-only models as reference lines.
 
 Paper claims, each with where the paper states it: (a) ADMM and SGD end at the same test log loss on a9a
 (Fig. 1b) and (a') ADMM is slower per epoch on a9a (Fig. 1a, at the prototype's rho); (b) the centralized
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ppml.report import stats
-from ppml.report.base import (DIAGNOSTIC, FAIL, NOT_CHECKED, NOT_SHOWN, PAPER_CLAIM, PASS, POWER, PROPERTY,
+from ppml.report.base import (PALETTE, DIAGNOSTIC, FAIL, NOT_CHECKED, NOT_SHOWN, PAPER_CLAIM, PASS, POWER, PROPERTY,
                               READING, REFERENCE, Claim, ReportOutput, Run, Runs, markdown_table, why_not)
 
 PAPER = "admm_sharing"
@@ -197,44 +198,73 @@ def _sweep(runs: Runs, dataset: str, form: str = "shares") -> list[tuple[float, 
 # figures
 
 
+#: line styles and markers cycled over a figure's lines, so lines that coincide stay distinguishable
+_STYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
 def _plot(out: ReportOutput, name: str, *, title: str, xlabel: str, ylabel: str,
           lines: list[tuple[str, list[float], list[float]]], hlines: list[tuple[str, float]] = (),
-          logx: bool = False) -> None:
+          logx: bool = False, logy: bool = False, symlogx: float | None = None) -> None:
+    """A line figure: each line its own colour, style and marker (every tenth of its points); `symlogx` is the
+    linear threshold of a symmetric-log x axis (so x = 0 is drawn), `logx` / `logy` log axes."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for label, xs, ys in lines:
-        ax.plot(xs, ys, marker="o" if len(xs) < 12 else None, markersize=4, label=label)
-    for label, value in hlines:
-        color = "grey" if label == "local" else "black"
-        ax.axhline(value, linestyle="--", linewidth=1, color=color, label=label)
+    for i, (label, xs, ys) in enumerate(lines):
+        ax.plot(xs, ys, linestyle=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)], markersize=4,
+                markevery=max(1, len(xs) // 10), label=label)
+    for j, (label, value) in enumerate(hlines):  # the colour `dvc plots show` gives it: the next in the palette
+        ax.axhline(value, linestyle="--", linewidth=1.2, color=PALETTE[(len(lines) + j) % len(PALETTE)], label=label)
     if logx:
         ax.set_xscale("log")
+    if symlogx is not None:
+        ax.set_xscale("symlog", linthresh=symlogx)
+    if logy:
+        ax.set_yscale("log")
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(fontsize=8)
     out.figure(name, fig)
 
 
+#: the smallest relative gap drawn on Fig. 1a's log axis (the best point itself has gap 0)
+GAP_FLOOR = 1e-10
+
+
 def _loss_vs_epoch(runs: Runs, out: ReportOutput, dataset: str) -> None:
-    """Fig. 1a / 2a: training objective per epoch, ADMM (no noise) and SGD."""
-    lines, rows = [], []
+    """Fig. 1a / 2a: training objective per epoch, ADMM (no noise) and SGD, drawn as the relative gap to the
+    best objective reached (the centralized fit's or any epoch's) on a log axis: on the paper's linear axis
+    both curves fall from ln 2 to the optimum and a change to either is invisible. The CSV keeps f itself."""
+    found = []
     for method, run in zip(("ADMM sharing", "SGD (FDML, tau=0)"), admm_and_sgd(runs, dataset)):
         recs = records(run)
         if recs:
-            lines.append((method, [r["epoch"] for r in recs], [r["train_objective"] for r in recs]))
-            rows += [{"method": method, "epoch": r["epoch"], "train_objective": r["train_objective"]}
-                     for r in recs]
-    if not lines:
+            found.append((method, recs))
+    if not found:
         return
     central = baseline_run(runs, dataset, "centralized")
-    hlines = [("centralized optimum", central.metrics["train_objective"])] if central is not None else []
+    candidates = [r["train_objective"] for _, recs in found for r in recs]
+    if central is not None:
+        candidates.append(central.metrics["train_objective"])
+    best = min(candidates)
+
+    def gap(f: float) -> float:
+        return max((f - best) / abs(best), GAP_FLOOR)
+
+    lines, rows = [], []
+    for method, recs in found:
+        lines.append((method, [r["epoch"] for r in recs], [gap(r["train_objective"]) for r in recs]))
+        rows += [{"method": method, "epoch": r["epoch"], "train_objective": r["train_objective"],
+                  "objective_gap": gap(r["train_objective"])} for r in recs]
+    hlines = [("centralized optimum", gap(central.metrics["train_objective"]))] if central is not None else []
     ends = _ends(rows, "epoch")
-    rows += [{"method": label, "kind": REFERENCE, "epoch": e, "train_objective": v} for label, v in hlines
-             for e in ends]
+    rows += [{"method": label, "kind": REFERENCE, "epoch": e, "train_objective": central.metrics["train_objective"],
+              "objective_gap": v} for label, v in hlines for e in ends]
     name = f"admm_sharing-{dataset}-loss_vs_epoch"
     out.plot_data(name, rows, series=("method",))
     _plot(out, name, title=f"{dataset}: training objective (Fig. 1a/2a)", xlabel="epoch",
-          ylabel="f(w) = mean log loss + λ/2‖w‖²", lines=lines, hlines=hlines)
+          ylabel=f"(f - f*) / |f*|, f* = {best:.6g} (floored at {GAP_FLOOR:g})", lines=lines, hlines=hlines,
+          logy=True)
 
 
 def _ends(rows: list[dict[str, Any]], x: str) -> list[float]:
@@ -281,8 +311,7 @@ def _test_logloss_vs_sigma(runs: Runs, out: ReportOutput, dataset: str,
     local models."""
     lines, rows = [], []
     for form, sweep in sweeps.items():
-        noisy = [(s, r.metrics["test_logloss"]) for s, r in sweep
-                 if s > 0 and r.metrics.get("test_logloss") is not None]
+        noisy = [(s, r.metrics["test_logloss"]) for s, r in sweep if r.metrics.get("test_logloss") is not None]
         if noisy:
             label = f"ADMM sharing, {NOISE_FORMS[form]}"
             lines.append((label, [s for s, _ in noisy], [v for _, v in noisy]))
@@ -295,8 +324,10 @@ def _test_logloss_vs_sigma(runs: Runs, out: ReportOutput, dataset: str,
              for s in sigmas]
     name = f"admm_sharing-{dataset}-test_logloss_vs_sigma"
     out.plot_data(name, rows, series=("model",))
+    positive = [x for x in sigmas if x > 0]
     _plot(out, name, title=f"{dataset}: final test log loss vs noise (Fig. 3)",
-          xlabel="noise σ", ylabel="test log loss", lines=lines, hlines=refs, logx=True)
+          xlabel="noise σ (symmetric log axis: σ = 0 drawn)", ylabel="test log loss", lines=lines, hlines=refs,
+          symlogx=min(positive) if positive else 1.0)
 
 
 # -----------------------------------------------------------------------------------------------------------

@@ -17,6 +17,11 @@ from typing import Any, Iterable
 from ppml.io import atomic_path
 from ppml.timing import is_timing
 
+#: the line colours of every figure, in the order its series first appear: the palette of the DVC templates
+#: (.dvc/plots/*.json, Vega's "tableau10"), so a series has one colour in the PNGs and in `dvc plots show`
+PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
+           "#bab0ac")
+
 
 #: what a claim's check can say
 PASS, FAIL, NOT_SHOWN, NOT_CHECKED = "PASS", "FAIL", "NOT SHOWN", "NOT CHECKED"
@@ -315,9 +320,15 @@ class ReportOutput:
         return path
 
     def figure(self, name: str, fig: Any) -> Path:
-        """Save a matplotlib figure as PNG (deterministic metadata) and close it."""
+        """Save a matplotlib figure as PNG (deterministic metadata, each legend moved beside its axes) and close
+        it. Figures draw their lines in :data:`PALETTE`'s colours (:func:`use_palette`)."""
         import matplotlib.pyplot as plt
 
+        for ax in fig.axes:  # legends beside the data, never over it
+            legend = ax.get_legend()
+            if legend is not None:
+                size = legend.get_texts()[0].get_fontsize() if legend.get_texts() else None
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=size)
         path = self.plots_dir / f"{name}.png"
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
@@ -477,3 +488,11 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
         out.append(Run(name=name, params=dict(block), metrics=metrics, history=history,
                        privacy=by_name.get(name), timing=read_timing(runs_dir / name)))
     return Runs(out)
+
+
+def use_palette() -> None:
+    """Make :data:`PALETTE` matplotlib's colour cycle (the report stage calls it once, before any figure)."""
+    import matplotlib
+    from cycler import cycler
+
+    matplotlib.rcParams["axes.prop_cycle"] = cycler(color=list(PALETTE))
