@@ -11,7 +11,7 @@ hard-linked from this checkout when they are there), so the checkout is never to
    time less the train stage's own clock (timing.json's ``seconds`` times its seeds).
 
 Prints the machine's load average before and after: the figures hold for an idle machine.
-Usage: ``python bench/dvc_overhead.py [--quick]``, after committing (the clone is of HEAD, whose dvc.lock must be
+Usage: ``python bench/dvc_overhead.py [--quick] [--json FILE]`` (FILE: the seconds measured), after committing (the clone is of HEAD, whose dvc.lock must be
 current, else (3) re-runs whatever is stale). ``--quick`` (for the test suite) runs (1) once and (2) only; (3)
 needs data/prepared/a9a. On a fresh clone without data, (1) measures a status that reports the missing data.
 """
@@ -91,7 +91,9 @@ def run_seconds(repo: Path, name: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small slice, for the test suite")
+    parser.add_argument("--json", type=Path, help="also write the seconds measured to this file")
     args = parser.parse_args(argv)
+    numbers: dict[str, float] = {}
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="dvc-overhead-") as tmp:
         repo = scratch_clone(Path(tmp))
@@ -100,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(1 if args.quick else 3):
             seconds, done = _dvc(repo, "status", "-q")
             times.append(seconds)
+        numbers["status_seconds"] = statistics.median(times)
         print(f"no-op dvc status: {statistics.median(times):.2f} s (median of {len(times)}: "
               f"{', '.join(f'{t:.2f}' for t in times)}){'' if has_data else '; no data/: it reports the missing data'}")
 
@@ -107,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True,
                                 check=True).stdout.splitlines()
         refused = done.returncode != 0 and "lam" in done.stderr + done.stdout
+        numbers["refused_seconds"] = seconds
         print(f"bad -S value ({BAD.split(':')[1]}): {'refused' if refused else 'NOT refused'} after {seconds:.2f} s; "
               f"git status afterwards: {status}")
         subprocess.run(["git", "checkout", "--", "params/"], cwd=repo, check=True)
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"dvc exp run -S {GOOD} failed (exit {rc})", file=sys.stderr)
                 return 1
             own = run_seconds(repo, "local-a9a")
+            numbers.update(edit_seconds=total, run_seconds=own, beyond_run_seconds=total - own)
             staged = sum(s for _, s in stages)
             print(f"one-run -S edit ({GOOD}): {total:.1f} s in all; the run's own clock {own:.1f} s; "
                   f"{total - own:.1f} s beyond the run")
@@ -133,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  stage {name}: {seconds:.1f} s (from DVC's announcement to the next)")
             print(f"  before the first stage and between: {total - staged:.1f} s")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.json:
+        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
     return 0
 
 
