@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 
 from ppml.report import stats
-from ppml.report.base import (PALETTE, DIAGNOSTIC, FAIL, NOT_CHECKED, NOT_SHOWN, PAPER_CLAIM, PASS, POWER, PROPERTY,
-                              READING, REFERENCE, Claim, ReportOutput, Run, Runs, markdown_table, why_not)
+from ppml.report.base import (DIAGNOSTIC, FAIL, NOT_CHECKED, NOT_SHOWN, PALETTE, PAPER_CLAIM, PASS, POWER,
+                              PROPERTY, READING, REFERENCE, Claim, ReportOutput, Run, Runs, markdown_table, why_not)
 
 PAPER = "admm_sharing"
 

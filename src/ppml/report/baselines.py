@@ -76,21 +76,21 @@ def _horizontal(central: Run | None, local: Run) -> bool:
     return central is not None and n_local is not None and n_local == central.metrics.get("n_features")
 
 
-def _union(central: Run | None, local: Run) -> str:
-    return "every agent's rows" if _horizontal(central, local) else "all features"
-
-
-def _local_share(central: Run | None, local: Run) -> str:
-    return "one agent's rows" if _horizontal(central, local) else "the first party's features"
+def _shares(central: Run | None, local: Run) -> tuple[str, str]:
+    """What the centralized and the local model each train on, in words."""
+    if _horizontal(central, local):
+        return "every agent's rows", "one agent's rows"
+    return "all features", "the first party's features"
 
 
 def collaboration_claim(ds: str, central: Run | None, local: Run) -> Claim:
     """The centralized model's test log loss is below the local one's, beyond Welch's half-width."""
     keys = ("test_logloss", "test_logloss_sd", "n_test")
     figure = PUBLISHED_COLLABORATION.get(ds)
+    union, share = _shares(central, local)
     claim = dict(id=f"baselines-{ds}-collaboration-helps",
-                 statement=f"{ds}: the centralized model ({_union(central, local)}) has lower test log loss than "
-                           f"the local one ({_local_share(central, local)})")
+                 statement=f"{ds}: the centralized model ({union}) has lower test log loss than the local one "
+                           f"({share})")
     if figure:
         claim.update(paper=ADMM_SHARING, kind=PAPER_CLAIM, source=f"ADMM sharing paper, Sec. 5 and {figure}",
                      published=f"{figure}: 'a significant performance boost' from the other party's features")

@@ -248,6 +248,11 @@ def claims_section(a: Snapshot, b: Snapshot) -> list[str]:
     return lines
 
 
+def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The run's status and headline metrics that differ between two revisions, in display order."""
+    return [key for key in ("status", *HEADLINE) if _differs(old.get(key), new.get(key))]
+
+
 def metrics_section(a: Snapshot, b: Snapshot) -> list[str]:
     lines = ["## Headline metrics", "",
              f"Per run present at both revisions: {', '.join(HEADLINE)} and the run status, where they "
@@ -258,9 +263,7 @@ def metrics_section(a: Snapshot, b: Snapshot) -> list[str]:
     for name in common:
         old, new = a.runs[name], b.runs[name]
         rows = []
-        for key in ("status", *HEADLINE):
-            if not _differs(old.get(key), new.get(key)):
-                continue
+        for key in _changed_keys(old, new):
             x, y = _number(old.get(key)), _number(new.get(key))
             delta = _signed(y - x) if x is not None and y is not None else None
             if isinstance(old.get(key), int) and isinstance(new.get(key), int) and delta is not None:
@@ -376,7 +379,7 @@ def result_changes(a: Snapshot, b: Snapshot) -> list[str]:
     elif (a.claims is None) != (b.claims is None):
         out.append("the claims ledger")
     runs = [n for n in set(a.runs) | set(b.runs) if n not in a.runs or n not in b.runs
-            or any(_differs(a.runs[n].get(k), b.runs[n].get(k)) for k in ("status", *HEADLINE))]
+            or _changed_keys(a.runs[n], b.runs[n])]
     if runs:
         out.append(f"runs {len(runs)}")
     tables = [t for t in set(a.tables) | set(b.tables) if a.tables.get(t) != b.tables.get(t)]
