@@ -11,6 +11,13 @@ with the dataset's other parties over the same links (:mod:`ppml.launch.prepare`
     python -m ppml.party --prepare --dataset KEY (or --experiment NAME) --party PARTY --peers peers.yaml
                          --raw FILE [--out DIR] [--params params.yaml] [--holding dealt|own]
 
+With ``--predict``, the data parties score new rows together with the model blocks their training wrote
+(:mod:`ppml.launch.predict`): each its own raw CSV of new rows (ids and its own features, no labels); the guest
+writes ``predictions.csv``:
+
+    python -m ppml.party --predict --experiment NAME --party PARTY --peers peers.yaml --raw FILE
+                         [--model DIR] [--seed-index I] [--out DIR] [--params params.yaml]
+
 Exit status: 0 done, 2 bad input (named by file and key), 1 the run failed (a peer unreachable, refused, failed
 or gone; named).
 """
@@ -50,10 +57,19 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("--psi-max-request", type=int, metavar="N",
                          help="a party other than the label holder, with --holding own: answer a private set "
                               "intersection request of at most N ids (with dealt: its own file's row count)")
+    predict = parser.add_argument_group("predict (score new rows together)")
+    predict.add_argument("--predict", action="store_true", help="score --raw's rows with the other data parties")
+    predict.add_argument("--model", help="this party's training output directory holding model/ (default "
+                                         "reports/party/<experiment>/<party>)")
+    predict.add_argument("--seed-index", type=int, default=0, help="which seed's model (default 0)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {args.party} %(name)s: %(message)s")
+    if args.prepare and args.predict:
+        parser.error("--prepare and --predict exclude each other")
     if args.prepare:
         return _prepare(parser, args)
+    if args.predict:
+        return _predict(parser, args)
     if args.experiment is None:
         parser.error("--experiment is required (or --prepare)")
     return _exit_status(args.party, lambda: run_party(
@@ -89,6 +105,19 @@ def _prepare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     # ValueError: ParamError, DataFormatError, AlignmentError, normalization
     return _exit_status(args.party, run, bad_input=(FileNotFoundError, ValueError))
+
+
+def _predict(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--predict``: this party's side of joint scoring (:func:`ppml.launch.predict.predict_party`)."""
+    from ppml.launch.predict import predict_party
+
+    if args.experiment is None or args.raw is None:
+        parser.error("--predict needs --experiment and --raw (this party's new rows)")
+    return _exit_status(args.party, lambda: predict_party(
+        experiment=args.experiment, party=args.party, peers_file=args.peers, raw_file=args.raw,
+        params_file=args.params, model_dir=args.model, out_dir=args.out, seed_index=args.seed_index,
+        max_request=args.psi_max_request, connect_timeout=args.connect_timeout),
+        bad_input=(FileNotFoundError, ValueError))
 
 
 def _dataset_of(experiment: str, params_file: str) -> str:

@@ -236,3 +236,30 @@ def test_data_facts_are_flat_bounded_and_leave_out_what_the_manifest_lacks():
     assert all(v is None or isinstance(v, (bool, int, float, str)) for v in facts.values())
     long = {**_manifest(10, 5), "seed": list(range(500))}
     assert data_facts(long)["prepare.seed"].startswith("sha256:")
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+def test_a_peer_with_other_parameters_is_told_the_first_key_that_differs(carrier):
+    """Same data, blocks that differ in eta and max_epochs: both refuse at the hello, naming the first parameter
+    key that differs (in the block's order) and both values, before any message is sent."""
+    from ppml.launch.party import param_facts
+
+    names = ("a", "b")
+    _, _, credentials = throwaway_set(names)
+    block = {"algorithm": "paillier_sgd", "dataset": "d", "eta": 0.15, "max_epochs": 10, "split": [1, 2]}
+    other = {**block, "eta": 0.2, "max_epochs": 12}
+    facts = {"a": {**param_facts(block, 7), **data_facts(_manifest(1000, 250))},
+             "b": {**param_facts(other, 7), **data_facts(_manifest(1000, 250))}}
+    nets = {n: PeerNetwork(n, names, None, 30.0) for n in names}
+    links = {n: make_links(carrier, nets[n], credentials[n], {m: m for m in names if m != n},
+                           listen="127.0.0.1:0", session=f"s-{n}", connect_timeout=30.0, facts=facts[n])
+             for n in names}
+    errors = connect_all(links, names)
+    for n in names:
+        links[n].close(error="test over", timeout=1.0)
+    message = str(errors["a"])
+    assert isinstance(errors["a"], ProtocolError), message
+    assert message.startswith("'b' is in another run: its parameters differ in param.eta: 0.15 here, 0.2 there, "
+                              "param.max_epochs: 10 here, 12 there"), message
+    assert "param.eta: 0.2 here, 0.15 there" in str(errors["b"]), errors["b"]
+    assert not nets["a"].messages and not nets["b"].messages

@@ -11,14 +11,17 @@ it saw into its output directory:
   (messages, bytes, ciphertexts, per tag) and what it received;
 - where its program returns the run's history (the label holder, the evaluator, FDML's server):
   ``history.json``, ``metrics.json`` and ``timing.json`` (its clocks, :mod:`ppml.timing`) of its own
-  records. The run's privacy ledger and the other parties' facts stay with them: ``run.json`` says
+  records; the Paillier protocols' arbiter writes ``arbiter.json`` (its batch losses and key facts);
+- a data party of the Paillier protocols: its own block of the model and its manifest, ``model/seed<i>.json``
+  (:mod:`ppml.launch.model`), exchanged digests included; no file holds another party's weights. The run's privacy ledger and the other parties' facts stay with them: ``run.json`` says
   ``assembled: false``. (The train stage with ``transport: grpc`` starts every party on this machine and
   assembles the whole run, as for every transport; :mod:`ppml.launch.local`.)
 
-Links agree on a session (the experiment name, a digest of its block and the seed, and the seed index) and on
-the public facts of the prepared data (:func:`data_facts`: the parties' columns and row counts, the split, the
-alignment), so two parties with different parameters, or whose data were prepared differently, refuse each
-other at the hello, naming what differs, instead of computing garbage.
+Links agree on a session (the experiment name, a digest of its block and the seed, and the seed index), on the
+parameters themselves (:func:`param_facts`, so that a difference is named by its key) and on the public facts
+of the prepared data (:func:`data_facts`: the parties' columns and row counts, the split, the alignment), so two
+parties with different parameters, or whose data were prepared differently, refuse each other at the hello,
+naming what differs, instead of computing garbage.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from typing import Any
 
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.io import write_json
+from ppml.launch.model import (LINEAR_BLOCKS, MODEL_TAGS, block_sha256, exchange_digests, model_block,
+                               normalization_of, write_model)
 from ppml.network import grpc_links, tls_links  # noqa: F401 - they register the carriers ``links`` may name
 from ppml.network.endpoint import DEFAULT_TIMEOUT
 from ppml.network.links import CONNECT_TIMEOUT, OWN_FACTS, make_links, printable, run_program
@@ -44,13 +49,33 @@ from ppml.timing import is_timing, timing_record
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_party", "session_of", "data_facts", "shard_facts", "own_shard", "fail_line"]
+__all__ = ["run_party", "session_of", "params_sha256", "param_facts", "data_facts", "shard_facts", "own_shard",
+           "fail_line"]
+
+
+def params_sha256(block: dict[str, Any], seed: int) -> str:
+    """The digest of an experiment's block and the seed (hex)."""
+    return hashlib.sha256(json.dumps({"block": block, "seed": seed}, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def session_of(experiment: str, block: dict[str, Any], seed: int, index: int) -> str:
     """What both ends of every link must agree on: the experiment, its parameters and the seed."""
-    digest = hashlib.sha256(json.dumps({"block": block, "seed": seed}, sort_keys=True, default=str).encode())
-    return f"{experiment}:{digest.hexdigest()[:16]}:seed{index}"
+    return f"{experiment}:{params_sha256(block, seed)[:16]}:seed{index}"
+
+
+def param_facts(block: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The experiment's parameters as hello facts (``param.<key>``, in the block's order, then ``param.seed``),
+    so that peers whose blocks differ are told which key differs first; a value that is not a short scalar is
+    given by its digest, and a block of more than 64 keys by its first 64 (the session digest covers all)."""
+    facts: dict[str, Any] = {}
+    for key, value in list(block.items())[:64]:
+        if not (value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str)
+                                                                           and len(value) <= 200)):
+            text = json.dumps(value, sort_keys=True, default=str)
+            value = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        facts[f"param.{str(key)[:190]}"] = value
+    facts["param.seed"] = seed
+    return facts
 
 
 def data_facts(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +193,11 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         raise ParamError(f"{where}.{experiment}.algorithm: {block['algorithm']!r} runs in one process only")
     data = Path(data_dir) if data_dir is not None else Path("data/prepared") / str(block["dataset"])
     out = Path(out_dir) if out_dir is not None else Path("reports/party") / experiment / party
+    if not (data / "manifest.json").exists():
+        raise FileNotFoundError(f"{data / 'manifest.json'}: missing. A data party prepares its shard first (the "
+                                "prepare stage, or python -m ppml.party --prepare); a party without data (the "
+                                "Paillier arbiter) copies the label holder's manifest.json there (public facts "
+                                "only), or gives --data the directory holding it")
     manifest = read_own_json(data / "manifest.json", what="the prepared dataset's manifest")
     if not isinstance(manifest, dict):
         raise ParamError(f"{data / 'manifest.json'}: not a manifest (a JSON object), got a {type(manifest).__name__}")
@@ -190,11 +220,13 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         if peers is None:
             peers = load_peers(peers_file, party, names)
             shard = None if role.shard is None else load_shard(own_shard(data, manifest, role.shard))
-            facts = {**data_facts(manifest), **shard_facts(shard, manifest.get("partition"))}
+            facts = {**param_facts(block, seed), **data_facts(manifest),
+                     **shard_facts(shard, manifest.get("partition"))}
+        session = session_of(experiment, block, seed, index)
         net = PeerNetwork(party, names, network.edges, timeout)
         links = make_links(block.get("links", "tls"), net, peers.credentials, peers.identities,
-                           listen=peers.listen, session=session_of(experiment, block, seed, index),
-                           pairs=network.edges, connect_timeout=connect_timeout, facts=facts)
+                           listen=peers.listen, session=session, pairs=network.edges,
+                           connect_timeout=connect_timeout, facts=facts)
         log.info("%s: seed %d/%d, party %s listening at %s; linking to %s", experiment, index + 1, seeds, party,
                  links.address, ", ".join(f"{n}@{a}" for n, a in peers.addresses.items()))
         try:
@@ -202,7 +234,17 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         except BaseException as exc:
             links.close(error=str(exc)[:300], timeout=1.0)
             raise
-        output = run_program(links, role.program, shard, role.kwargs, timeout=timeout)
+        program, kwargs = role.program, role.kwargs
+        keeps = block["algorithm"] in LINEAR_BLOCKS and shard is not None
+        if keeps:
+            program, kwargs = keep_block, {"program": role.program, "kwargs": role.kwargs, "spec": {
+                "experiment": experiment, "algorithm": block["algorithm"], "dataset": str(block["dataset"]),
+                "params_sha256": params_sha256(block, seed), "session": session, "seed_index": index,
+                "normalization": normalization_of(str((manifest.get("normalization") or {}).get("method"))),
+                "ids_sha256": facts.get(f"{OWN_FACTS}ids_sha256"),
+                "guest": next(p.name for p in public.parties if p.is_label_holder),
+                "hosts": [p.name for p in public.parties if not p.is_label_holder]}}
+        output = run_program(links, program, shard, kwargs, timeout=timeout)
         output["where"] = {**here(), **links.describe()}
         peak = own_peak_mib()
         if peak is not None:  # this process's own, not its launcher's (see own_peak_mib)
@@ -212,6 +254,19 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         outputs.append(output)
     _write(out, experiment, block, party, outputs, result_file)
     return outputs
+
+
+def keep_block(endpoint: Any, shard: Any, *, program: Any, kwargs: dict[str, Any], spec: dict[str, Any]) -> Any:
+    """Run a data party's `program`, then build its block of the model and exchange the blocks' digests with the
+    other data parties over the same links (:mod:`ppml.launch.model`); the program's result gains ``model``
+    (the block) and ``model_digests``."""
+    result = program(endpoint, shard, **kwargs)
+    block = model_block(experiment=spec["experiment"], algorithm=spec["algorithm"], dataset=spec["dataset"],
+                        party=shard.name, label_holder=shard.is_label_holder, params_sha256=spec["params_sha256"],
+                        session=spec["session"], seed_index=spec["seed_index"], columns=tuple(shard.columns),
+                        theta=result["theta"], normalization=spec["normalization"], ids_sha256=spec["ids_sha256"])
+    digests = exchange_digests(endpoint, block_sha256(block), guest=spec["guest"], hosts=spec["hosts"])
+    return {**result, "model": block, "model_digests": digests}
 
 
 def own_peak_mib() -> float | None:
@@ -244,13 +299,32 @@ def _traffic(items: list[tuple[str, str, int, int]]) -> dict[str, Any]:
 
 def _write(out: Path, experiment: str, block: dict[str, Any], party: str, outputs: list[dict[str, Any]],
            result_file: str | Path | None) -> None:
-    """This party's files; metrics.json last (it marks a complete run), the launcher's result file before it."""
-    comm = {"runs": [{
-        "party": party, **o["where"], "peers": o["peers"], "rounds": o["rounds"],
-        "sent": _traffic([(m[0], m[1], m[3], m[4]) for m in o["messages"]]),
-        "received": _traffic(o["received"]),
-    } for o in outputs]}
-    write_json(out / "comm.json", comm)
+    """This party's files; metrics.json last (it marks a complete run), the launcher's result file before it.
+
+    The model digests' exchange after training is counted apart (``model_exchange``), so that the run's
+    traffic is the in-process run's."""
+    def run_comm(o: dict[str, Any]) -> dict[str, Any]:
+        sent = [(m[0], m[1], m[3], m[4]) for m in o["messages"]]
+        received = list(o["received"])
+        record = {"party": party, **o["where"], "peers": o["peers"], "rounds": o["rounds"],
+                  "sent": _traffic([m for m in sent if m[1] not in MODEL_TAGS]),
+                  "received": _traffic([m for m in received if m[1] not in MODEL_TAGS])}
+        if any(m[1] in MODEL_TAGS for m in sent + received):
+            record["model_exchange"] = {"sent": _traffic([m for m in sent if m[1] in MODEL_TAGS]),
+                                        "received": _traffic([m for m in received if m[1] in MODEL_TAGS])}
+        return record
+
+    write_json(out / "comm.json", {"runs": [run_comm(o) for o in outputs]})
+    for o in outputs:
+        if isinstance(o["result"], dict) and "model" in o["result"]:
+            write_model(out, o["result"]["model"], o["result"]["model_digests"])
+    arbiter = [o["result"] for o in outputs if isinstance(o["result"], dict) and "losses" in o["result"]
+               and "public_key" in o["result"]]
+    if len(arbiter) == len(outputs):  # the Paillier protocols' coordinator: what it holds of the run
+        write_json(out / "arbiter.json", {"experiment": experiment, "party": party, "runs": [{
+            "epochs": len(r["losses"]), "batch_loss": r["losses"], "public_key": r["public_key"],
+            "curvature": r.get("curvature")} for r in arbiter],
+            "note": "the coordinator's own facts; its private key was never written"})
     if result_file is not None:
         Path(result_file).write_bytes(pickle.dumps(outputs))
     histories = [_finished(o["result"]) for o in outputs if isinstance(o["result"], dict)
@@ -264,10 +338,24 @@ def _write(out: Path, experiment: str, block: dict[str, Any], party: str, output
         finals = [{k: v for k, v in h.final.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} for h in histories]
         means = {k: sum(f[k] for f in finals) / len(finals) for k in finals[0] if all(k in f for f in finals)}
-        # clocks apart from results, as the train stage writes them (ppml.timing)
-        write_json(out / "timing.json", timing_record(experiment, {k: v for k, v in means.items() if is_timing(k)},
-                                                      transport="grpc"))
+        timing = {k: v for k, v in means.items() if is_timing(k)}
+        epochs = [r["seconds"] for r in histories[0].records if isinstance(r.get("seconds"), (int, float))]
+        if "seconds_per_epoch" not in timing and epochs:  # the Paillier guest's clock around each epoch
+            timing["seconds_per_epoch"] = sum(epochs) / len(epochs)
+    own = sum(o["seconds"] for o in outputs) / len(outputs)
+    _write_timing(out, experiment, {**(timing if len(histories) == len(outputs) else {}), "seconds": own})
+    if len(histories) == len(outputs):
         write_json(out / "metrics.json", {k: v for k, v in means.items() if not is_timing(k)})
+
+
+def _write_timing(out: Path, experiment: str, values: dict[str, Any]) -> None:
+    """This party's own clocks, apart from results as the train stage writes them (:mod:`ppml.timing`):
+    ``seconds`` is this party's wall clock around its role program, not the slowest party's."""
+    record = timing_record(experiment, values, transport="grpc")
+    record["basis"]["seconds"]["clock"] = ("mean over the seeds of: this party's own wall clock around its role "
+                                           "program for one seed (its links already connected; waiting for the "
+                                           "other parties to finish included)")
+    write_json(out / "timing.json", record)
 
 
 def _finished(result: dict[str, Any]) -> Any:

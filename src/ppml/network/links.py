@@ -59,7 +59,7 @@ from ppml.network.tls import Credentials, check_presented
 log = logging.getLogger(__name__)
 
 __all__ = ["Links", "make_links", "register_carrier", "carrier_links", "run_program", "CARRIERS",
-           "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES", "OWN_FACTS", "shorten", "printable"]
+           "CONNECT_TIMEOUT", "MAX_FRAME", "BATCH_BYTES", "OWN_FACTS", "PARAM_FACTS", "shorten", "printable"]
 
 CONNECT_TIMEOUT = 60.0
 """Seconds to open every link of a run (a peer on the same network answers within a second)."""
@@ -86,6 +86,10 @@ characters each)."""
 OWN_FACTS = "shard."
 """Prefix of the facts a party derives from its own shard (the digest of its aligned ids): compared only with
 a peer that holds a shard too (a party without data, such as the Paillier arbiter, has none)."""
+
+PARAM_FACTS = "param."
+"""Prefix of the facts that give the experiment's parameters key by key (:func:`ppml.launch.party.param_facts`):
+a difference there is named first, as the parameters'."""
 
 _DIAL_GRACE = 2.0
 """Seconds past the connect deadline that a dialing thread gets to report why it did not link."""
@@ -371,19 +375,27 @@ class Links:
         return encode(("hello", self._session, self._facts))[0]
 
     def _check_hello(self, link: Link, session: Any, facts: Any) -> None:
-        """Refuse a hello from another run, or from a peer whose prepared data differ from this party's."""
-        if session != self._session:
-            raise ProtocolError(f"{link.peer!r} is in another run or has other parameters (its session "
-                                f"{shorten(str(session), 80)!r}, this party's {self._session!r})")
+        """Refuse a hello from another run, or from a peer whose parameters or prepared data differ from this
+        party's: the facts that differ are named, the parameters' first (``param.<key>``, in the block's order),
+        then the models' (``model.``, :mod:`ppml.launch.model`), then the data's, and the session when nothing
+        else tells the runs apart."""
         theirs = _check_facts(facts, f"{link.peer!r}'s hello", WireError)
         keys = list(self._facts) + [k for k in theirs if k not in self._facts]
         keys = [k for k in keys if not k.startswith(OWN_FACTS) or (k in self._facts and k in theirs)]
         differ = [k for k in keys if self._facts.get(k) != theirs.get(k)]
         if differ:
+            params = [k for k in differ if k.startswith(PARAM_FACTS)]
+            models = [k for k in differ if k.startswith("model.")]
+            what = "parameters" if params else "model" if models else "data"
+            differ = params or models or differ
             shown = ", ".join(f"{k}: {shorten(repr(self._facts.get(k)), 60)} here, {shorten(repr(theirs.get(k)), 60)} "
                               "there" for k in differ[:4])
             more = f" (and {len(differ) - 4} more)" if len(differ) > 4 else ""
-            raise ProtocolError(f"{link.peer!r} is in another run: its data differ in {shown}{more}")
+            verb = "differs" if what == "model" else "differ"
+            raise ProtocolError(f"{link.peer!r} is in another run: its {what} {verb} in {shown}{more}")
+        if session != self._session:
+            raise ProtocolError(f"{link.peer!r} is in another run or has other parameters (its session "
+                                f"{shorten(str(session), 80)!r}, this party's {self._session!r})")
 
     # -- moving bytes -------------------------------------------------------------------------------------
 
