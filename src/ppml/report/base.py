@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -163,9 +164,58 @@ REPORT_DIR = "reports"
 REPORT_OUTPUTS = ("tables", "plots", "claims.md", "claims.json", "metrics")
 
 
+#: inline Markdown whose text, not its marks, makes a heading's anchor: links and images, HTML tags, emphasis
+_HEADING_MARKUP = ((re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"), (re.compile(r"<[^>]*>"), ""),
+                   (re.compile(r"(?<!\w)_+([^_]+)_+(?!\w)"), r"\1"))
+_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+#: an explicit anchor: ``<a id="x">`` or ``<a name="x">``
+_HTML_ANCHOR = re.compile(r"""<a\s[^>]*?\b(?:id|name)\s*=\s*["']([^"']+)["']""", re.I)
+
+
+def heading_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading of text `heading` (the text after the ``#`` marks): the
+    rendered text (links, tags and emphasis marks removed) in lower case, every character but letters,
+    digits, ``-``, ``_`` and spaces dropped, each space a ``-``. A repeated heading's anchor is numbered by
+    :func:`markdown_anchors`."""
+    text = heading.strip()
+    for pattern, repl in _HEADING_MARKUP:
+        text = pattern.sub(repl, text)
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def markdown_lines(text: str) -> Iterable[tuple[int, str]]:
+    """(line number, line) of the Markdown `text` outside fenced code blocks."""
+    fence = None
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _FENCE.match(line)
+        if match and (fence is None or match[1][0] == fence[0] and len(match[1]) >= len(fence)):
+            fence = match[1] if fence is None else None
+        elif fence is None:
+            yield number, line
+
+
+def markdown_anchors(text: str) -> set[str]:
+    """Every ``#anchor`` the Markdown `text` defines, by GitHub's rules: each heading's
+    :func:`heading_anchor`, the second heading of the same anchor with ``-1`` appended, the third ``-2``, ...;
+    and every explicit ``<a id=...>`` or ``<a name=...>``."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for _, line in markdown_lines(text):
+        heading = _ATX_HEADING.match(line)
+        if heading:
+            anchor = heading_anchor(heading[1] or "")
+            n = seen.get(anchor, 0)
+            seen[anchor] = n + 1
+            anchors.add(anchor if n == 0 else f"{anchor}-{n}")
+        anchors.update(_HTML_ANCHOR.findall(line))
+    return anchors
+
+
 def check_evidence(claims: Iterable[Claim], *, repo: str | Path, out: str | Path,
                    runs: str | Path | None = None) -> None:
-    """Each claim's evidence path (the part before '#') exists; else a ReportInputError naming claim and path.
+    """Each claim's evidence path exists, and its ``#anchor`` (if any) is a heading or an explicit anchor of
+    that Markdown file (:func:`markdown_anchors`); else a ReportInputError naming claim and path.
 
     Evidence paths are repository paths (``reports/tables/admm_sharing.md#a9a``, ``reports/runs/<name>``,
     ``docs/methods.md#...``). One under the report's own outputs (:data:`REPORT_OUTPUTS` below
@@ -176,16 +226,21 @@ def check_evidence(claims: Iterable[Claim], *, repo: str | Path, out: str | Path
     runs = repo / REPORT_DIR / "runs" if runs is None else Path(runs)
     for claim in claims:
         for path in claim.evidence:
-            rel = path.split("#")[0].rstrip("/")
+            rel, _, anchor = path.partition("#")
+            rel = rel.rstrip("/")
             parts = Path(rel).parts
             if len(parts) > 1 and parts[0] == REPORT_DIR and parts[1] in REPORT_OUTPUTS:
-                where, found = "this report's output", (out / Path(*parts[1:])).exists()
+                where, target = "this report's output", out / Path(*parts[1:])
             elif len(parts) > 2 and parts[:2] == (REPORT_DIR, "runs"):
-                where, found = "the runs read", (runs / Path(*parts[2:])).exists()
+                where, target = "the runs read", runs / Path(*parts[2:])
             else:
-                where, found = "the repository", (repo / rel).exists()
-            if not found:
+                where, target = "the repository", repo / rel
+            if not target.exists():
                 raise ReportInputError(f"claim {claim.id}: evidence {rel!r} does not exist in {where}")
+            if anchor and not (target.suffix == ".md" and target.is_file()
+                               and anchor in markdown_anchors(target.read_text())):
+                raise ReportInputError(f"claim {claim.id}: evidence {path!r}: {rel} has no heading or <a id> "
+                                       f"whose anchor is #{anchor}")
 
 
 @dataclass

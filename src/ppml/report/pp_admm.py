@@ -376,14 +376,35 @@ def _mean_curve(run: Run, key: str) -> list[float]:
     return np.mean([c[:length] for c in curves], axis=0).tolist()
 
 
-#: Why the private baselines' training loss rises over the rounds (Fig. 6): the note of the table
-#: ``pp_admm_training_loss`` and, shortened, the caption of its figure.
+def _m_admm_penalties(grid) -> str:
+    """M-ADMM's penalty schedule η_i(t) = q^t η (capped at eta_max; :func:`ppml.algorithms.m_admm.penalties`)
+    as its runs set it: "q = 1.05: 0.525 in round 1, 2.16 in round 30", or "q > 1" when the runs differ."""
+    settings = {(float(r.get("q")), float(r.get("eta")), int(r.get("T")), r.get("eta_max"))
+                for by_alg in grid.values() for r in by_alg.get("m_admm", {}).values()
+                if None not in (r.get("q"), r.get("eta"), r.get("T"))}
+    if len(settings) != 1:
+        return "q > 1"
+    (q, eta, rounds, cap), = settings
+
+    def penalty(t: int) -> float:
+        return eta * q ** t if cap is None else min(eta * q ** t, float(cap))
+
+    return f"q = {q:g}: {penalty(1):.3g} in round 1, {penalty(rounds):.3g} in round {rounds}"
+
+
+def _loss_note(grid) -> str:
+    """Why the private baselines' training loss rises over the rounds (Fig. 6): the note of the table
+    ``pp_admm_training_loss`` (the caption of its figure says it shortly)."""
+    return LOSS_NOTE.replace("{m_admm_penalties}", _m_admm_penalties(grid))
+
+
+#: :func:`_loss_note`'s text; ``{m_admm_penalties}`` is M-ADMM's penalty schedule as its runs set it.
 LOSS_NOTE = (
     "Average training loss (Fig. 6: the mean logistic loss of each agent's model on all training rows, "
     "averaged over the agents and then over the seeds) in the first and in the last four rounds. PP-ADMM, "
     "IPP-ADMM and the non-private run stay level; the private baselines do not, for reasons of their noise schedules as the "
     "specifications reconstruct them, not defects of the code:\n\n"
-    "- **M-ADMM** rises: its penalty grows, η_i(t) = q^t η (q = 1.05: 0.525 in round 1, 2.16 in round 30), "
+    "- **M-ADMM** rises: its penalty grows, η_i(t) = q^t η ({m_admm_penalties}), "
     "while each agent's noise rate α_i is calibrated once for the whole run and held fixed, so every round "
     "draws noise of the same size. The noise enters the local problem as the linear term κ εᵀf with "
     "κ = η_i(t)V_i, against a curvature of r + φ + 2η_i(t)V_i plus the data's, so the same noise moves the "
@@ -404,7 +425,7 @@ LOSS_NOTE = (
 def _loss_curves(grid, baseline, datasets, out: ReportOutput) -> None:
     """Fig. 6: average training loss per round (mean over seeds) at each ε of :data:`LOSS_CURVE_EPSILONS`:
     one PNG, plot data per dataset and ε (``pp_admm_training_loss-<dataset>-eps<ε>``, the non-private run as
-    reference line) and the table ``pp_admm_training_loss`` (first and last rounds, :data:`LOSS_NOTE`)."""
+    reference line) and the table ``pp_admm_training_loss`` (first and last rounds, :func:`_loss_note`)."""
     import matplotlib.pyplot as plt
 
     panels = [(d, e) for d in datasets for e in LOSS_CURVE_EPSILONS]
@@ -442,8 +463,9 @@ def _loss_curves(grid, baseline, datasets, out: ReportOutput) -> None:
              ha="center", va="top", fontsize=8)
     out.figure("pp_admm_training_loss", fig)
     header = ["dataset", "ε", "algorithm", "seeds", "first 4 rounds", "last 4 rounds", "last / first"]
-    out.table("pp_admm_training_loss", "# PP-ADMM family: training loss per round (Fig. 6)\n\n" + LOSS_NOTE
-              + "\n\n" + (markdown_table(header, table_rows) if table_rows else "No runs available."))
+    out.table("pp_admm_training_loss", "# PP-ADMM family: training loss per round (Fig. 6)\n\n"
+              + _loss_note(grid) + "\n\n"
+              + (markdown_table(header, table_rows) if table_rows else "No runs available."))
 
 
 def _error_columns(run: Run) -> list[str]:
@@ -514,20 +536,43 @@ def _units_table(runs: Runs, out: ReportOutput) -> None:
     out.table("pp_admm_units", "\n".join(parts))
 
 
+#: ε_i3/ε_i1 of the main grid's runs: the paper's share of ε_i1 that line 3 leaves to the objective noise
+PAPER_EPS3_RATIO = 0.99
+
+
+def _eps3_ratio(run: Run) -> float:
+    return float(run.get("eps3_ratio", PAPER_EPS3_RATIO))
+
+
+def _fixed_lam_hat(run: Run) -> bool:
+    """The run fixes λ̂ instead of taking line 3's (no privacy guarantee)."""
+    return run.get("lam_hat_rule") == "lam"
+
+
+def _is_eps_split(run: Run) -> bool:
+    """A run of the ε-split ablation: PP-ADMM with the noise, another ε_i3/ε_i1 or a fixed λ̂."""
+    return (run.get("algorithm") == "pp_admm" and run.available and run.get("noise", True)
+            and "-decomp-" not in run.name and run.get("variant", "paper") == "paper"
+            and ("eps3_ratio" in run.params or _fixed_lam_hat(run))
+            and not any(k in run.params for k in STUDIES))
+
+
+def _eps_split_runs(runs: Runs, grid: dict[str, dict[float, Run]], dataset: str) -> list[Run]:
+    """The rows of `dataset`'s ε-split table in order: per ε of the ablation, the main grid's PP-ADMM run
+    (`grid`: the dataset's main grid), then the ablation's (ε_i3/ε_i1 falling, the fixed λ̂ last)."""
+    ablation = [r for r in runs if r.get("dataset") == dataset and _is_eps_split(r)]
+    epsilons = {float(r.get("epsilon")) for r in ablation}
+    main = [r for e, r in grid.get("pp_admm", {}).items() if e in epsilons]
+    return sorted([*main, *ablation],
+                  key=lambda r: (float(r.get("epsilon")), _fixed_lam_hat(r), -_eps3_ratio(r)))
+
+
 def _eps_split_table(runs: Runs, grid, out: ReportOutput) -> None:
     """The epsilon-split ablation: how much of epsilon_i1 line 3 takes, and a fixed lam_hat (not private)."""
-    ablation = [r for r in runs if r.get("algorithm") == "pp_admm" and r.available and r.get("noise", True)
-                and "-decomp-" not in r.name and r.get("variant", "paper") == "paper"
-                and ("eps3_ratio" in r.params or r.params.get("lam_hat_rule") == "lam")
-                and not any(k in r.params for k in STUDIES)]
     rows = []
-    for dataset in sorted({r.get("dataset") for r in ablation}):
-        epsilons = {float(r.get("epsilon")) for r in ablation if r.get("dataset") == dataset}
-        main = [r for e, r in grid.get(dataset, {}).get("pp_admm", {}).items() if e in epsilons]
-        for run in sorted([*main, *(r for r in ablation if r.get("dataset") == dataset)],
-                          key=lambda r: (float(r.get("epsilon")), r.params.get("lam_hat_rule") == "lam",
-                                         -float(r.get("eps3_ratio", 0.99)))):
-            fixed = run.get("lam_hat_rule") == "lam"
+    for dataset in sorted({r.get("dataset") for r in runs if _is_eps_split(r)}):
+        for run in _eps_split_runs(runs, grid.get(dataset, {}), dataset):
+            fixed = _fixed_lam_hat(run)
             privacy = run.privacy or {}
             if fixed or privacy.get("certified") is False:
                 status = NOT_PRIVATE
@@ -540,7 +585,7 @@ def _eps_split_table(runs: Runs, grid, out: ReportOutput) -> None:
                 status = "certified by the ledger (not accounted here)"
             lam = run.metrics.get("lam_hat")
             rows.append([dataset, f"{float(run.get('epsilon')):g}",
-                         "fixed λ̂" if fixed else f"{float(run.get('eps3_ratio', 0.99)):g}",
+                         "fixed λ̂" if fixed else f"{_eps3_ratio(run):g}",
                          "—" if lam is None else f"{float(lam):.4g}", status, *_error_columns(run)])
     text = ("# PP-ADMM (paper variant): the ε split and line 3\n\n"
             "Line 3 sets λ̂ ≥ 2.8 N c1 / ((ε_i1 − ε_i3)|D_i|): the smaller the share of ε_i1 left to it "
@@ -553,12 +598,14 @@ def _eps_split_table(runs: Runs, grid, out: ReportOutput) -> None:
     out.table("pp_admm_eps_split", text)
 
 
+def _is_decomposition(run: Run) -> bool:
+    return "-decomp-" in run.name and run.available
+
+
 def _decomposition(runs: Runs, out: ReportOutput) -> None:
     """Where the error comes from: runs named ``*-decomp-*`` (regularizer alone, noise alone, optimizer)."""
     rows = []
-    for run in runs:
-        if "-decomp-" not in run.name or not run.available:
-            continue
+    for run in filter(_is_decomposition, runs):
         lam = run.metrics.get("lam_hat")
         rows.append([run.name.split("-decomp-")[1], run.get("epsilon"), run.get("noise", True),
                      run.get("lam_hat_rule", "line3"), "—" if lam is None else f"{float(lam):.4g}",
@@ -724,6 +771,8 @@ MIN_SENDS = 0.2
 #: How much worse than another value a chosen one may be where the paper says it "achieves the lowest"
 #: error or "a good trade-off" (half a point of error rate; our reading of them as non-inferiority).
 NON_INFERIORITY = 0.005
+#: How counts averaged over agents and seeds (sends) are written: a whole number as one ("4", not "4.0000").
+COUNT_SPEC = ".4g"
 #: How close to the best achievable error "close" means in claim 7 (one point of error rate; our reading).
 CLOSE_TOLERANCE = 0.01
 #: The test of every comparison of two arms: they share seed indices (so the graph and the random streams).
@@ -741,10 +790,9 @@ TABLES = "reports/tables"
 #: Where the error of PP/IPP at small epsilon comes from: line 3's lam_hat, not the noise.
 LINE3_EVIDENCE = (f"{TABLES}/pp_admm_decomposition.md", f"{TABLES}/pp_admm_eps_split.md",
                   f"{TABLES}/pp_admm_error.md")
-LINE3_EXPLANATION = ("Algorithm 1 line 3 sets λ̂/N ≥ 2.8 c1/((ε_i1 − ε_i3)|D_i|), 0.109 / 0.055 / 0.036 / "
-                     "0.027 at ε = 0.5 / 1 / 1.5 / 2 with the paper's ε_i3 = 0.99 ε_i1, and that regularizer "
-                     "alone holds PP and IPP at the majority class (noise off with line 3's λ̂: 0.2511 at "
-                     "ε = 1; ε_i3 = 0.9 ε_i1, still certified: 0.2104 at ε = 2), whatever the noise")
+#: Line 3's bound on λ̂/N as the paper prints it (Algorithm 1; c1 its loss constant).
+LINE3_BOUND = "λ̂/N ≥ 2.8 c1/((ε_i1 − ε_i3)|D_i|)"
+
 
 Part = tuple[str, str]
 """One comparison of a claim: its verdict and the note that shows it."""
@@ -776,6 +824,50 @@ class Inputs:
     runs: Runs
 
 
+def _line3_miss(inputs: Inputs, *, always: bool = False) -> Miss:
+    """Why PP-ADMM and IPP-ADMM stay at the majority class at small ε: line 3's λ̂, not the noise.
+
+    Every number is read from the runs the evidence tables show, as they show it: λ̂/N of the main grid's
+    PP-ADMM runs at the ε where both algorithms' test error is nearer the majority class's than the
+    non-private ADMM's; at those ε the decomposition's noise-off runs with line 3's λ̂, and at the largest of
+    them the certified row of the ε-split table with the lowest error (mean ± std over the seeds, as in the
+    tables)."""
+    pp, ipp = inputs.grid.get("pp_admm", {}), inputs.grid.get("ipp_admm", {})
+    majority = _majority([*pp.values(), *ipp.values()])
+    base = None if inputs.baseline is None else _error(inputs.baseline)[0]
+    text = f"Algorithm 1 line 3 sets {LINE3_BOUND}"
+
+    def held(run: Run | None) -> bool:
+        return run is None or abs(_error(run)[0] - majority) < abs(_error(run)[0] - base)
+
+    small = ([] if majority is None or base is None else
+             [e for e in sorted(pp) if held(pp[e]) and held(ipp.get(e)) and pp[e].metrics.get("lam_hat")])
+    if not small:
+        return Miss(PROPERTY, text + f" (the paper's ε_i3 = {PAPER_EPS3_RATIO:g} ε_i1), and at small ε that "
+                    "regularizer alone holds PP and IPP at the majority class, whatever the noise",
+                    LINE3_EVIDENCE, always)
+    lams = " / ".join(f"{float(pp[e].metrics['lam_hat']):.4g}" for e in small)
+    text += (f", {lams} at ε = {' / '.join(f'{e:g}' for e in small)} with the paper's ε_i3 = "
+             f"{PAPER_EPS3_RATIO:g} ε_i1, where PP-ADMM's and IPP-ADMM's test errors are nearer the majority "
+             f"class's {majority:.4f} than the non-private ADMM's {base:.4f}: that regularizer alone holds "
+             "them there")
+    noise_off = [r for r in inputs.runs if _is_decomposition(r) and r.get("dataset") == inputs.dataset
+                 and r.get("noise", True) is False and not _fixed_lam_hat(r)
+                 and float(r.get("epsilon")) in small]
+    shown = [f"noise off with line 3's λ̂: {_fmt(*_error(r))} at ε = {float(r.get('epsilon')):g}"
+             for r in sorted(noise_off, key=lambda r: float(r.get("epsilon")))]
+    split = [r for r in _eps_split_runs(inputs.runs, inputs.grid, inputs.dataset)
+             if float(r.get("epsilon")) == small[-1] and not _fixed_lam_hat(r)
+             and _eps3_ratio(r) != PAPER_EPS3_RATIO and (r.privacy or {}).get("certified")]
+    if split:
+        best = min(split, key=lambda r: _error(r)[0])
+        shown.append(f"less of ε_i1 for line 3, ε_i3 = {_eps3_ratio(best):g} ε_i1, still certified: "
+                     f"{_fmt(*_error(best))} at ε = {small[-1]:g}")
+    if shown:
+        text += f" ({'; '.join(shown)})"
+    return Miss(PROPERTY, text + ", whatever the noise", LINE3_EVIDENCE, always)
+
+
 def _per_seed(run: Run | None, key: str) -> list[float]:
     """The final `key` of each of the run's seeds in seed order (``train_loss``: the last round's); [] when
     the run is missing or any seed lacks it."""
@@ -798,10 +890,10 @@ def _round_values(run: Run, key: str) -> list[list[float]]:
 
 
 def _paired_part(a: list[float], b: list[float], direction: str, note: str, *,
-                 floor: float = MIN_EFFECT, offset: float = 0.0) -> Part:
+                 floor: float = MIN_EFFECT, offset: float = 0.0, spec: str = ".4f") -> Part:
     """``mean(a) - mean(b) + offset`` against its paired t half-width (at least `floor`) in `direction`
     (:data:`~ppml.report.stats.GREATER` or ``LESS``), on the seeds both arms have; a note ends with the
-    verdict."""
+    verdict. `spec` formats the means, the difference and the half-width (:data:`COUNT_SPEC` for counts)."""
     n = min(len(a), len(b))
     if n == 0:
         return NOT_CHECKED, f"{note}: no per-seed values (NOT CHECKED)"
@@ -809,8 +901,8 @@ def _paired_part(a: list[float], b: list[float], direction: str, note: str, *,
     half = max(est.half_width, floor)
     verdict = stats.verdict(est.value + offset, half, direction)
     allowed = f", allowed {-offset:+g}" if offset else ""
-    return verdict, (f"{note}: {np.mean(a[:n]):.4f} vs {np.mean(b[:n]):.4f}, difference {est.value:+.4f} ± "
-                     f"{half:.4f}{allowed} ({n} seeds, {verdict})")
+    return verdict, (f"{note}: {np.mean(a[:n]):{spec}} vs {np.mean(b[:n]):{spec}}, difference "
+                     f"{est.value:+{spec}} ± {half:{spec}}{allowed} ({n} seeds, {verdict})")
 
 
 def _seed_part(values: list[float], direction: str, note: str, *, floor: float = MIN_EFFECT) -> Part:
@@ -1107,7 +1199,7 @@ def _sends_parts(inputs: Inputs) -> Iterable[Part]:
         large = max(by)
         yield _paired_part(_per_seed(by[large], "broadcasts_mean"), _per_seed(by[ref], "broadcasts_mean"),
                            stats.LESS, f"ε = {eps:g}: sends per agent at α = {large:g} vs α = 1e-3",
-                           floor=MIN_SENDS)
+                           floor=MIN_SENDS, spec=COUNT_SPEC)
 
 
 # ---- claim 5: Fig. 5 (error below the baselines; less budget for a given error) ---------------------------
@@ -1194,12 +1286,12 @@ def _fig5_claims(inputs: Inputs) -> list[Claim]:
     grid_missing = lambda algs: _missing_text(  # noqa: E731
         inputs, f"no runs of {', '.join(PRIVATE[a] for a in algs if not inputs.grid.get(a)) or 'the grid'}",
         lambda r: _is_grid(r) and r.get("algorithm") in algs)
-    line3 = Miss(PROPERTY, LINE3_EXPLANATION, LINE3_EVIDENCE, always=True)
+    line3 = _line3_miss(inputs, always=True)
     budget_text = ("ε needed for a target error: the smallest grid ε whose seed mean's t upper bound "
                    f"(lower bound) is at most the target ({SEED_TEXT}); PASS when ours surely reaches it at "
                    "a smaller ε than the rival possibly can, FAIL the other way round, else NOT SHOWN (the "
-                   "grid's steps cannot tell); targets 0.01 to 0.06 above the non-private error, below the "
-                   "majority class")
+                   f"grid's steps cannot tell); targets {min(TARGET_GAPS):g} to {max(TARGET_GAPS):g} above the "
+                   "non-private error, below the majority class")
     claims = []
     for ours in ("pp_admm", "ipp_admm"):
         tag = ours.replace("_", "-")
@@ -1314,14 +1406,14 @@ def _fig6_claims(inputs: Inputs) -> list[Claim]:
         _of_parts(inputs, "claim6-pp-ipp-lower-loss",
                   "PP-ADMM and IPP-ADMM end at a lower average training loss than each baseline at ε = 1, 2 "
                   "and 10", source=source, parts=_lower_loss_parts(inputs), missing=missing,
-                  margin=PAIRED_TEXT + " (loss)", miss=Miss(PROPERTY, LINE3_EXPLANATION, LINE3_EVIDENCE)),
+                  margin=PAIRED_TEXT + " (loss)", miss=_line3_miss(inputs)),
         _of_parts(inputs, "claim6-pp-ipp-converge-faster",
                   "PP-ADMM and IPP-ADMM converge faster than the baselines under the same budget: their "
                   "average training loss is below every baseline's at every round of Fig. 6's curves",
                   source=f"{PAPER_SOURCE}, abstract ('convergence rate') and Fig. 6 (Adult, ε = 1, 2, 10)",
                   parts=_faster_parts(inputs), missing=missing,
                   margin=PAIRED_TEXT.replace("each part's half-width in its note", "per round and baseline")
-                  + " (loss)", miss=Miss(PROPERTY, LINE3_EXPLANATION, LINE3_EVIDENCE)),
+                  + " (loss)", miss=_line3_miss(inputs)),
     ]
 
 
@@ -1392,7 +1484,7 @@ def _fig7_claims(inputs: Inputs) -> list[Claim]:
             prefix=f"best achievable {_error(best)[0]:.4f} ({best.name}); ",
             margin=f"closeness {CLOSE_TOLERANCE:g} (our reading of 'close'); " + PAIRED_TEXT
                    + " (one-seed reference: the seeds' gaps, Student t)",
-            miss=Miss(PROPERTY, LINE3_EXPLANATION, LINE3_EVIDENCE, always=True)))
+            miss=_line3_miss(inputs, always=True)))
     return claims
 
 
@@ -1434,7 +1526,8 @@ def _alpha_readings_parts(inputs: Inputs) -> Iterable[Part]:
             continue
         yield _paired_part(_per_seed(mean[value], "broadcasts_mean"), _per_seed(run, "broadcasts_mean"),
                            stats.LESS, f"ε = {eps:g}, α = {alpha:g}: sends per agent, mean vs summed reading "
-                           f"(errors {_error(mean[value])[0]:.4f} vs {_error(run)[0]:.4f})", floor=MIN_SENDS)
+                           f"(errors {_error(mean[value])[0]:.4f} vs {_error(run)[0]:.4f})", floor=MIN_SENDS,
+                           spec=COUNT_SPEC)
 
 
 def _diagnostics(inputs: Inputs) -> list[Claim]:

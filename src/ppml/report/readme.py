@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ppml.io import atomic_path
-from ppml.report.base import CAUSES, DIAGNOSTIC, PAPER_CLAIM, VERDICTS, read_object, read_run, read_timing
+from ppml.report.base import (CAUSES, DIAGNOSTIC, PAPER_CLAIM, VERDICTS, heading_anchor, read_object,
+                              read_run, read_timing)
 from ppml.report.claims import CAUSES_TEXT, causes_table, counts_line, entry_kind, entry_verdict
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -237,11 +238,6 @@ GROUPS: tuple[Group, ...] = (
 OTHER = "Other results"
 
 
-def slug(heading: str) -> str:
-    """The anchor GitHub gives a Markdown heading."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
 def _group_of(stem: str) -> Group | None:
     found = [(len(p), g) for g in GROUPS for p in g.prefixes if stem.startswith(p)]
     return max(found, key=lambda x: x[0])[1] if found else None
@@ -291,8 +287,17 @@ WHY = "Why paper claims do not pass"
 
 
 def _short_source(source: str) -> str:
-    """A claim's source without the paper's name in front ("ADMM sharing paper, Fig. 3" -> "Fig. 3")."""
-    return re.sub(r"^[^,]*\b(paper|poster)\b[^,]*,\s*", "", source or "").strip()
+    """A claim's source without the paper's name in front: "ADMM sharing paper, Fig. 3" -> "Fig. 3",
+    "PP-ADMM paper (Ding et al., CIKM 2020), Fig. 1" -> "Fig. 1". The name is what comes before the first
+    comma outside parentheses, when it says "paper" or "poster"."""
+    source = (source or "").strip()
+    depth = 0
+    for i, char in enumerate(source):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            name, rest = source[:i], source[i + 1:].strip()
+            return rest if re.search(r"\b(paper|poster)\b", name) and rest else source
+    return source
 
 
 def _where(claim: dict[str, Any], paper: str) -> str:
@@ -307,7 +312,7 @@ def what_reproduces(claims: list[dict[str, Any]], results: str) -> list[str]:
     """Per paper, generated from its paper claims: how many pass, where the passing ones are in the paper, and
     for the ones that fail their cause and explanation; NOT SHOWN and NOT CHECKED counted by cause."""
     lines = [f"**What reproduces and what does not** (from the paper claims of the ledger; every cause with its "
-             f"evidence: [{WHY.lower()}]({results}#{slug(WHY)})).", ""]
+             f"evidence: [{WHY.lower()}]({results}#{heading_anchor(WHY)})).", ""]
     for group in GROUPS:
         own = [c for c in claims if c.get("paper") == group.key and entry_kind(c) == PAPER_CLAIM]
         if group.key == "baselines" or not own:
@@ -396,7 +401,7 @@ def results_page(reports: Reports, results_path: Path, repo: Path | None = None)
         figures = _stems(reports.root / "plots", ".png", group)
         if group is not None or own or tables or figures:
             sections.append((group.heading if group else OTHER, group, own, tables, figures))
-    lines += [" · ".join(f"[{heading}](#{slug(heading)})" for heading, *_ in sections), ""]
+    lines += [" · ".join(f"[{heading}](#{heading_anchor(heading)})" for heading, *_ in sections), ""]
     for heading, group, own, tables, figures in sections:
         lines += [f"## {heading}", ""]
         if group:
@@ -456,7 +461,7 @@ def summary_section(reports: Reports, readme_dir: Path, results_path: Path) -> s
     for group in GROUPS:
         headline, majority = group.headline(reports)
         own = [c for c in claims if c.get("paper") == group.key]
-        links = [f"[full results]({results}#{slug(group.heading)})"]
+        links = [f"[full results]({results}#{heading_anchor(group.heading)})"]
         links += [f"[{stem}]({_rel(reports.root / 'tables' / f'{stem}.md', readme_dir)})"
                   for stem in _stems(reports.root / "tables", ".md", group)]
         lines.append(f"| **{group.heading}** ({group.paper}) | {headline} | {majority} | "
@@ -468,7 +473,7 @@ def summary_section(reports: Reports, readme_dir: Path, results_path: Path) -> s
         table = causes_by_paper(claims)
         if table:
             lines += [f"Causes of the paper claims that do not pass ([each with its explanation and evidence]"
-                      f"({results}#{slug(WHY)})):", "", *table, ""]
+                      f"({results}#{heading_anchor(WHY)})):", "", *table, ""]
         lines += [*what_reproduces(claims, results), ""]
     times = training_times(reports)
     if times:

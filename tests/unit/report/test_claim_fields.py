@@ -72,12 +72,12 @@ def test_to_dict_writes_the_new_fields():
 def test_check_evidence_names_claim_and_path(tmp_path):
     repo, out = tmp_path / "repo", tmp_path / "out"
     (repo / "docs").mkdir(parents=True)
-    (repo / "docs" / "methods.md").write_text("x")
+    (repo / "docs" / "methods.md").write_text("# Methods\n\n## rho\n")
     (repo / "reports" / "runs" / "r1").mkdir(parents=True)
     (repo / "reports" / "tables").mkdir(parents=True)
     (repo / "reports" / "tables" / "stale.md").write_text("an earlier report's table")
     (out / "tables").mkdir(parents=True)
-    (out / "tables" / "t.md").write_text("x")
+    (out / "tables" / "t.md").write_text('<a id="a9a"></a>x')
     ok = Claim(**BASE, verdict=FAIL, source="Fig. 1", cause="data", explanation="e.",
                evidence=("docs/methods.md#rho", "reports/tables/t.md#a9a", "reports/runs/r1"))
     check_evidence([ok], repo=repo, out=out)
@@ -97,3 +97,17 @@ def test_check_evidence_names_claim_and_path(tmp_path):
         with pytest.raises(ReportInputError, match=f"claim x-{i + 2}: evidence '{path.split('#')[0]}' does not "
                                                    f"exist in {where}"):
             check_evidence([ok, bad], repo=repo, out=out)
+
+
+def test_check_evidence_checks_the_anchor(tmp_path):
+    """An evidence path#anchor must name a heading (GitHub's anchor) or an <a id> of that Markdown file."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "methods.md").write_text("# Methods\n\n## What each experiment does\n\n- FDML.\n")
+    (tmp_path / "docs" / "notes.txt").write_text("x")
+    ok = Claim(**BASE, verdict=FAIL, source="Fig. 1", cause="data", explanation="e.",
+               evidence=("docs/methods.md#what-each-experiment-does",))
+    check_evidence([ok], repo=tmp_path, out=tmp_path / "out")
+    for path in ("docs/methods.md#fdml", "docs/methods.md#What-each-experiment-does", "docs/notes.txt#x"):
+        bad = Claim(**BASE, verdict=FAIL, source="Fig. 1", cause="data", explanation="e.", evidence=(path,))
+        with pytest.raises(ReportInputError, match=f"claim x-1: evidence '{path}': .* no heading"):
+            check_evidence([bad], repo=tmp_path, out=tmp_path / "out")

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from ppml.data.download import UNAVAILABLE
-from ppml.report.readme import END, START, main, refresh, slug
+from ppml.report.base import markdown_anchors
+from ppml.report.readme import END, START, _short_source, main, refresh, what_reproduces
 from ppml.timing import is_timing, timing_record
 
 REPO = Path(__file__).resolve().parents[3]
@@ -151,7 +152,7 @@ def test_why_a_dataset_is_missing_is_said_once_in_each_file(reports, readme, tmp
 def test_every_link_resolves_and_every_anchor_is_a_heading(reports, readme, tmp_path):
     refresh(readme, reports)
     page_path = tmp_path / "docs" / "results.md"
-    anchors = {slug(line.lstrip("#")) for line in page_path.read_text().splitlines() if line.startswith("#")}
+    anchors = markdown_anchors(page_path.read_text())
     for source in (readme, page_path):
         for link in _links(source.read_text()):
             target, _, anchor = link.partition("#")
@@ -159,6 +160,52 @@ def test_every_link_resolves_and_every_anchor_is_a_heading(reports, readme, tmp_
             assert path.exists(), f"{source.name}: {link}"
             if anchor:
                 assert path == page_path and anchor in anchors, f"{source.name}: {link}"
+
+
+def test_a_source_loses_only_the_papers_name_even_with_a_comma_inside_its_parentheses():
+    for source, short in (("ADMM sharing paper, Sec. 5 and Fig. 3(a)", "Sec. 5 and Fig. 3(a)"),
+                          ("PP-ADMM paper (Ding et al., CIKM 2020), §5 'Impacts of parameters', Fig. 1",
+                           "§5 'Impacts of parameters', Fig. 1"),
+                          ("Paillier SQN poster (arXiv 1912.00513), Table 1", "Table 1"),
+                          ("ADMM sharing paper (arXiv version), Theorem 1 (Sec. 3.1); Fig. 1(a)/2(a)",
+                           "Theorem 1 (Sec. 3.1); Fig. 1(a)/2(a)"),
+                          ("Table 2 (Adult, ε = 1), §4", "Table 2 (Adult, ε = 1), §4"),  # no paper named
+                          ("", "")):
+        assert _short_source(source) == short, source
+
+
+def _items(line: str) -> list[str]:
+    """The items of a paper's line of "What reproduces" (after "reproduced: " or "FAIL (n): ", at " · ")."""
+    items = []
+    for part in re.split(r"(?:reproduced|FAIL \(\d+\)): ", line)[1:]:
+        items += part.split(" · ")
+    return items
+
+
+def test_what_reproduces_names_no_item_by_a_fragment_of_a_citation():
+    source = "PP-ADMM paper (Ding et al., CIKM 2020), §5 'Impacts of parameters', Fig. {}"
+    claims = [{"id": f"pp_admm-adult-claim{i}", "paper": "pp_admm", "kind": "paper",
+               "source": source.format(i), "verdict": verdict,
+               "cause": "property" if verdict == "FAIL" else None,
+               "explanation": "line 3's regularizer (λ̂/N 0.0545 at ε = 1)" if verdict == "FAIL" else None}
+              for i, verdict in ((1, "PASS"), (2, "PASS"), (3, "FAIL"))]
+    line = next(x for x in what_reproduces(claims, "docs/results.md") if x.startswith("- **PP-ADMM"))
+    items = _items(line)
+    assert [i.split(" [")[0] for i in items] == [f"§5 'Impacts of parameters', Fig. {i}" for i in (1, 2, 3)]
+    assert "CIKM" not in line
+
+
+def test_no_item_of_the_committed_summary_starts_with_a_fragment():
+    """The committed README: every item of "What reproduces" starts at a word or a section mark, never inside
+    a citation (e.g. "CIKM 2020), §5"), and opens as many parentheses as it closes."""
+    section = _section((REPO / "README.md").read_text())
+    lines = [x for x in section.splitlines() if x.startswith("- **") and "paper claims pass" in x]
+    assert lines, "the README's summary has no line per paper (what_reproduces)"
+    for line in lines:
+        for item in _items(line):
+            head = item.split(" — ")[0]
+            assert not re.match(r"[^\w§'\"(]|\S*\d{4}\)", item), item[:80]
+            assert head.count("(") == head.count(")"), head[:80]
 
 
 def test_runs_a_headline_needs_are_reported_missing_and_shown_as_a_dash(reports, readme):

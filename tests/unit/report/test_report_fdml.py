@@ -1,5 +1,6 @@
 """FDML report: Table I analogue at epoch 10, curves, staleness, timing and claims from hand-made runs."""
 
+import csv
 import shutil
 from pathlib import Path
 
@@ -294,3 +295,25 @@ def test_runs_from_before_the_own_option_are_algorithm_1_literal(out):
     assert "no such experiment" in claims["fdml-beats-local-lr-a9a"].ours  # no fresh run
     table = (out.root / "tables" / "fdml_table1.md").read_text()
     assert "| LR | FDML, own stored | a9a | paper | 1 | 1 |" in table
+
+
+def test_the_near_centralized_statements_read_as_sentences(out):
+    """Each names FDML's model, the measure and the tolerance once, and centralized's model once."""
+    claims = {c.id: c for c in report.build(Runs(_a9a_runs((0.8975, 0.8985))), out)}
+    near = {cid: c.statement.split(" at epoch")[0] for cid, c in claims.items()
+            if "near-centralized" in cid and not cid.endswith("-equal_eta")}  # the ablations have their own
+    expected = {"fdml-lr-near-centralized-a9a": "FDML LR comes within 0.01 test AUC of centralized LR",
+                "fdml-logloss-near-centralized-lr-a9a":
+                    "FDML LR's test log loss comes within 1 % (relative) of centralized LR's",
+                "fdml-logloss-near-centralized-nn-a9a":
+                    "FDML NN's test log loss comes within 1 % (relative) of centralized NN's"}
+    assert {cid: near[cid] for cid in expected} == expected
+    assert len(near) > len(expected)  # the other datasets' and own terms' claims, built alike
+    assert all(text.count("centralized") == 1 for text in near.values()), near
+
+
+def test_a_source_quoting_table_i_reads_its_numbers_from_the_published_table(out):
+    claims = {c.id: c for c in report.build(Runs(_a9a_runs((0.8975, 0.8985))), out)}
+    published = {(r["model"], r["setting"]): r for r in csv.DictReader(PUBLISHED.open())}
+    fdml, local = (published[("NN", setting)]["train_objective"] for setting in ("FDML", "local"))
+    assert f"({fdml} vs {local};" in claims["fdml-train-objective-below-local-nn-a9a"].source

@@ -193,3 +193,55 @@ def test_eps_split_table_marks_the_fixed_lam_hat_as_not_private(tmp_path):
     assert "certified (paper bound ε = 1)" in rows[0]
     assert "δ may be ≥ 1/n (allow_large_delta: true)" in rows[4]
     assert not any("δ may be" in r for i, r in enumerate(rows) if i != 4)
+
+
+def test_line_3s_explanation_quotes_the_runs_as_the_tables_show_them(tmp_path):
+    """The numbers of line 3's explanation are the runs' own, written as the cited tables write them: λ̂/N of
+    the main grid where PP and IPP stay nearer the majority class than the non-private run, the noise-off
+    decomposition run there, and the certified ε-split row with the lowest error at the largest such ε."""
+    at_majority = {"pp_admm": (0.2512, 0.2509, 0.2497, 0.2036), "ipp_admm": (0.2513, 0.2508, 0.2489, 0.198)}
+    runs = _grid(dict(GOOD, **at_majority))
+    lam_hat = {0.5: 0.10932856, 1.0: 0.05452957, 2.0: 0.02713106, 10.0: 0.00522134}
+    for run in runs:
+        if run.get("algorithm") == "pp_admm":
+            run.metrics["lam_hat"] = lam_hat[run.get("epsilon")]
+    decomposition = _run("pp_admm", 0.25111, epsilon=1.0, block={"noise": False}, std=0.00004,
+                         name="pp_admm-adult-decomp-lamhat-eps1", noise=False)
+    split = [_run("pp_admm", e, epsilon=2.0, block={"eps3_ratio": r}, std=s)
+             for r, e, s in ((0.9, 0.21224, 0.00321), (0.5, 0.2533, 0.0061))]
+    fixed = _run("pp_admm", 0.19, epsilon=2.0, block={"lam_hat_rule": "lam", "lam": 1e-3})
+    fixed.privacy = {"certified": False, "paper": None, "tight": None, "status": "not certified"}
+    every = Runs([*runs, decomposition, *split, fixed])
+    report.build(every, ReportOutput(tmp_path))
+    explanation = _line3(every).explanation
+    assert "0.1093 / 0.05453 / 0.02713 at ε = 0.5 / 1 / 2 with the paper's ε_i3 = 0.99 ε_i1" in explanation
+    assert "nearer the majority class's 0.2500 than the non-private ADMM's 0.1500" in explanation
+    assert "noise off with line 3's λ̂: 0.2511 ± 0.0000 at ε = 1" in explanation
+    assert "ε_i3 = 0.9 ε_i1, still certified: 0.2122 ± 0.0032 at ε = 2" in explanation
+    rows = (tmp_path / "tables" / "pp_admm_eps_split.md").read_text().splitlines()
+    assert any(r.startswith("| adult | 2 | 0.9 |") and "| 0.2122 ± 0.0032 |" in r for r in rows)
+    decomposition_table = (tmp_path / "tables" / "pp_admm_decomposition.md").read_text()
+    assert "| lamhat-eps1 | 1 | False | line3 |" in decomposition_table
+    assert "0.2511 ± 0.0000" in decomposition_table
+    # without the runs it reads, the explanation states the mechanism and no number
+    bare = _line3(Runs(runs)).explanation
+    assert "0.1093 / 0.05453 / 0.02713" in bare and "still certified" not in bare and "noise off" not in bare
+    assert "0.1093" not in _line3(Runs(runs[:2])).explanation  # no grid: the mechanism alone
+
+
+def _line3(runs: Runs):
+    """The line-3 miss of the Adult claims, as report.claims builds it."""
+    grid, baseline = report._grid(runs)
+    return report._line3_miss(report.Inputs("adult", grid.get("adult", {}), baseline.get("adult"), {},
+                                            report._centralized(runs, "adult"), runs))
+
+
+def test_m_admms_penalty_schedule_in_the_loss_note_is_its_runs(tmp_path):
+    def grid(**block):
+        run = _run("m_admm", 0.3, epsilon=1.0, block={"q": 1.05, "eta": 0.5, "T": 30, **block})
+        return {"adult": {"m_admm": {1.0: run}}}
+
+    assert report._m_admm_penalties(grid()) == "q = 1.05: 0.525 in round 1, 2.16 in round 30"
+    assert report._m_admm_penalties(grid(eta_max=1.0)) == "q = 1.05: 0.525 in round 1, 1 in round 30"
+    assert report._m_admm_penalties({}) == "q > 1"
+    assert "η_i(t) = q^t η (q = 1.05: 0.525 in round 1, 2.16 in round 30)" in report._loss_note(grid())
