@@ -2,8 +2,9 @@
 
     python stages/download.py --dataset KEY --params params.yaml --out data/raw/KEY
 
-Uses ``datasets.KEY.required``, ``datasets.KEY.source`` and, for ``source: user``, ``datasets.KEY.path`` (the
-whole block is validated here, by the same declaration the prepare stage uses). When the environment variable
+Uses ``datasets.KEY.required``, ``datasets.KEY.source``, ``datasets.KEY.files_of`` (another registry entry's
+files) and, for ``source: user``, ``datasets.KEY.path`` (the whole block is validated here, by the same
+declaration the prepare stage uses). When the environment variable
 DATA_MIRROR names a directory laid out as ``<dataset>/<file>[.xz]`` (a relative path counts from the current
 directory), files are taken from there first; otherwise, or for files it lacks, from their URLs.
 """
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         if mirror is not None:
             logging.info("DATA_MIRROR=%s (%s)", mirror, Path(mirror).resolve())
         status = download_dataset(args.dataset, args.out, required=dataset.required, mirror=mirror,
-                                  source=dataset.source, path=dataset.path)
+                                  source=dataset.source, path=dataset.path, files_of=dataset.files_of)
     except (ParamError, DownloadError, OSError) as exc:
         print(f"download@{args.dataset}: {exc}", file=sys.stderr)
         return 2

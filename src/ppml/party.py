@@ -3,7 +3,7 @@ mutually authenticated TLS (``transport: grpc``; see :mod:`ppml.launch.party` an
 three-organization walkthrough).
 
     python -m ppml.party --experiment NAME --party PARTY --peers peers.yaml [--params params.yaml]
-                         [--data DIR] [--out DIR]
+                         [--data DIR] [--out DIR] [--resume]
 
 With ``--prepare``, the party prepares its own shard of a dataset from its own raw file instead, aligning ids
 with the dataset's other parties over the same links (:mod:`ppml.launch.prepare`):
@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="where this party writes (default reports/party/<experiment>/<party>)")
     parser.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT,
                         help=f"seconds to link to every peer (default {CONNECT_TIMEOUT:g})")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the latest epoch every party holds a checkpoint of (Paillier protocols)")
     parser.add_argument("--result", help=argparse.SUPPRESS)  # the local launcher's pickle of every output
     prepare = parser.add_argument_group("prepare (each party its own data)")
     prepare.add_argument("--prepare", action="store_true", help="prepare this party's shard instead of training")
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--experiment is required (or --prepare)")
     return _exit_status(args.party, lambda: run_party(
         experiment=args.experiment, party=args.party, peers_file=args.peers, params_file=args.params,
-        data_dir=args.data, out_dir=args.out, result_file=args.result, connect_timeout=args.connect_timeout),
+        data_dir=args.data, out_dir=args.out, result_file=args.result, connect_timeout=args.connect_timeout,
+        resume=args.resume),
         bad_input=(ParamError, FileNotFoundError, ShardError))
 
 

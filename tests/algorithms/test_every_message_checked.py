@@ -25,6 +25,7 @@ from ppml.network import Network, ProtocolError, WireError
 from horizontal_data import horizontal
 from test_paillier_sgd import BITS, arbiter_keys, vertical
 from test_payload_checks import _vertical
+from vertical_data import hosts_of
 
 BAD = "not what the protocol sends"
 
@@ -35,9 +36,12 @@ def _declared(module, variant: str | None = None) -> set[str]:
     return {m["tag"] for table in tables for m in table}
 
 
-def _paillier(module, **values) -> Callable:
+def _paillier(module, *, hosts: int = 1, **values) -> Callable:
+    """A short run of a Paillier protocol; `hosts` > 1 deals the host's three columns to that many hosts."""
     def run(hook, keys):
         parties = vertical(3, n=60, n_test=20)
+        if hosts > 1:
+            parties = hosts_of(parties, (1, 2) if hosts == 2 else (1, 1, 1))
         p = module.Params(batch_size=30, key_bits=BITS, eta=0.5, lam=0.05, max_epochs=2, tol=1e-12, **values)
         network = module.network_for(parties, p, rng=None)
         hook(network)
@@ -89,6 +93,10 @@ PROTOCOLS = {
     "paillier_sgd (masked)": (paillier_sgd, None, _paillier(paillier_sgd)),
     "paillier_sgd (coordinator)": (paillier_sgd, None, _paillier(paillier_sgd, update_at="coordinator")),
     "paillier_sqn (sampled S_H)": (paillier_sqn, None, _paillier(paillier_sqn, L=1, S_H=20)),
+    "paillier_sgd (two hosts, masked)": (paillier_sgd, None, _paillier(paillier_sgd, hosts=2)),
+    "paillier_sgd (three hosts, coordinator)": (paillier_sgd, None,
+                                                _paillier(paillier_sgd, hosts=3, update_at="coordinator")),
+    "paillier_sqn (two hosts, sampled S_H)": (paillier_sqn, None, _paillier(paillier_sqn, hosts=2, L=1, S_H=20)),
     "fdml paper": (fdml, "paper", _fdml("paper")),
     "fdml label_private": (fdml, "label_private", _fdml("label_private")),
     "fdml staleness_bounded": (fdml, "staleness_bounded", _fdml("staleness_bounded")),

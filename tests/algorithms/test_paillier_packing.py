@@ -14,7 +14,8 @@ import pytest
 
 from ppml.algorithms import _hetero_lr, paillier_sgd, paillier_sqn
 from ppml.config import ParamError
-from ppml.crypto.packing import VALUE_INT_BITS, Layout, SlotOverflowError, layout_for, max_slots
+from ppml.crypto.packing import (FACTOR_INT_BITS, VALUE_INT_BITS, Layout, SlotOverflowError, layout_for,
+                                 max_slots)
 from ppml.history import ConvergenceWarning
 from ppml.network import ProtocolError
 from ppml.parties import Party
@@ -84,6 +85,61 @@ def test_masked_slots_are_fresh_and_carry_nothing(keys):
             assert all(v >= 1 << lay.value_bits for v in others)  # the offset keeps them non-negative
             seen.append(others)
     assert seen[0] != seen[3]  # fresh masks: the same product never decrypts to the same cross slots
+
+
+@pytest.mark.parametrize("hosts", [1, 2, 3, 7])
+def test_a_layout_for_more_hosts_holds_their_largest_sums(keys, hosts):
+    """K hosts: [d] adds K + 1 packed values, the batch loss K products (B's over 4 [U], each host's over its
+    prefix [P_k]). With every value and factor at its bound and of one sign (the largest sums there are), every
+    slot of the products, the wanted one and the 2t - 2 others, stays below 2^value_bits, the bound the masks
+    are offset by; the wanted slot is the exact integer."""
+    pk, sk = keys["plaintext"]
+    rows = 40
+    sizes = dict(key_bits=BITS, value_frac_bits=V, frac_bits=FRAC, rows=rows, mask_bits=80, addends=hosts + 1,
+                 products=hosts)
+    lay = layout_for(max_slots(**sizes), **sizes)
+    assert lay.slots >= 2
+    top = -(2.0**VALUE_INT_BITS - 2.0**-V)  # the largest magnitude a party packs, negative: sums only grow
+    u = [np.full(rows, top) for _ in range(hosts)]
+    own = np.full(rows, top)
+    X = np.full((rows, 2), 2.0**FACTOR_INT_BITS - 2.0**-FRAC)
+
+    def packed(values, frac_bits=V):
+        return pk.encrypt_encoded(lay.pack(values, frac_bits=frac_bits, party="p", what="v"), frac_bits=frac_bits)
+
+    def slots(vector):
+        return lay.split([int(m) for m in sk.decrypt_encoded(vector)], len(vector) * (2 * lay.slots - 1))
+
+    def exact(a, fa, b, fb):
+        """sum_i a_i b_i of the encodings, by Python integers."""
+        return sum(int(x) * int(y) for x, y in zip(np.rint(np.ldexp(a, fa)), np.rint(np.ldexp(b, fb))))
+
+    hosts_u = [packed(v) for v in u]
+    U = hosts_u[0]
+    for v in hosts_u[1:]:
+        U = U + v
+    d = U.mul(0.25, frac_bits=2).add_encoded(lay.pack(own, frac_bits=V + 2, party="guest", what="own"))
+    gradient = lay.matvec(d, X, rows=rows, frac_bits=FRAC)
+    cross = lay.matvec(U, own[:, None], rows=rows, frac_bits=FRAC)
+    if hosts > 1:
+        prefix, crosses = hosts_u[0], []
+        for k in range(1, hosts):
+            crosses.append(lay.matvec(prefix, u[k][:, None], rows=rows, frac_bits=FRAC))
+            prefix = prefix + hosts_u[k]
+        total = crosses[0]
+        for c in crosses[1:]:
+            total = total + c
+        cross = cross + total.mul(0.25, frac_bits=2)
+    def read(product):
+        return lay.read(sk.decrypt_encoded(lay.mask(product)[0]))
+
+    for product in (gradient, cross):
+        assert max(abs(m) for m in slots(product)) < 2**lay.value_bits  # every slot, signed, before masking
+    d_exact = sum(u) / 4 + own  # exact in float64: every term is a multiple of 2^-(V + 2) below 2^11
+    assert read(gradient) == [exact(d_exact, V + 2, X[:, j], FRAC) for j in range(2)]
+    loss = exact(sum(u), V, own, FRAC) * (4 if hosts > 1 else 1)  # B's term, at the hosts' 2 more bits
+    loss += sum(exact(sum(u[:k]), V, u[k], FRAC) for k in range(1, hosts))
+    assert read(cross) == [loss]
 
 
 def test_split_inverts_join_for_signed_values():

@@ -36,8 +36,8 @@ def forged(n, scheme, h_s=None):
 
 def run_with_arbiter_key(monkeypatch, key, p, module=paillier_sgd):
     """Run the protocol with a coordinator whose program only sends `key` to guest and host."""
-    def fake_arbiter(endpoint, party, *, host, guest, **_):
-        endpoint.broadcast([host, guest], "public_key", key)
+    def fake_arbiter(endpoint, party, *, hosts, guest, **_):
+        endpoint.broadcast([*hosts, guest], "public_key", key)
         return {}
 
     monkeypatch.setattr(_hetero_lr, "_arbiter_program", fake_arbiter)

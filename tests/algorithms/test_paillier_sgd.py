@@ -186,7 +186,7 @@ def test_traffic_matches_the_messages_table(keys):
                 assert plain.size <= 4, m  # seed, flags, or the receiver's own step / masked gradient
         other_mode = {"parties": {"host_step", "guest_step"},
                       "coordinator": {"host_gradient_decrypted", "guest_gradient_decrypted"}}[update_at]
-        assert used == set(table) - other_mode
+        assert used == set(table) - other_mode - _hetero_lr.MULTI_HOST_TAGS  # one host: no cross terms
 
 
 def _objects_reachable_from(root):
@@ -207,9 +207,10 @@ def _roles(parties, p, keys):
     guest, host = parties
     net = paillier_sgd.network_for(parties, p, rng=None, capture=True)
     with arbiter_keys(keys):
-        arbiter = _hetero_lr.ArbiterRole(net.endpoint("arbiter"), params=p, host="host", guest="guest")
+        arbiter = _hetero_lr.ArbiterRole(net.endpoint("arbiter"), params=p, hosts=["host"], guest="guest",
+                                         blocks={"host": host.n_features, "guest": guest.n_features + 1})
     host_role = _hetero_lr.HostRole(host, net.endpoint("host"), params=p, guest="guest")
-    guest_role = _hetero_lr.GuestRole(guest, net.endpoint("guest"), params=p, host="host",
+    guest_role = _hetero_lr.GuestRole(guest, net.endpoint("guest"), params=p, hosts=["host"],
                                       rng=np.random.default_rng(0))
     arbiter.publish_key()
     guest_role.setup()
@@ -316,11 +317,12 @@ def test_params_validation(monkeypatch):
     assert build(paillier_sgd.Params, {"decay_sqrt": False, "eta": 0.2}, "e").learning_rate(1) == 0.1
 
 
-def test_rejects_anything_but_one_guest_and_one_host(keys):
+def test_takes_every_unlabelled_party_as_a_host_and_refuses_horizontal_data(keys):
     guest, host = vertical(11)
     extra = Party("host2", host.columns, host.ids, host.X)
-    with pytest.raises(ValueError, match="one guest"):
-        paillier_sgd.network_for([guest, host, extra], params(), rng=None)
+    net = paillier_sgd.network_for([guest, host, extra], params(), rng=None)
+    assert net.names == ("guest", "host", "host2", "arbiter")
+    assert _hetero_lr.split_parties([extra, guest, host]) == (guest, [extra, host])  # hosts in their order
     with pytest.raises(ValueError, match="vertically partitioned"):
         paillier_sgd.fit([guest, host], None, params(), rng=np.random.default_rng(0), evaluation=guest)
 
@@ -408,7 +410,8 @@ def test_parties_that_do_not_fit_the_protocol_are_param_errors():
     labelled_host = Party("host", host.columns, host.ids, host.X, guest.y)
     with pytest.raises(ParamError, match=r"label holders \['guest', 'host'\]"):
         paillier_sgd.network_for([guest, labelled_host], params(), rng=None)
-    with pytest.raises(ParamError, match=r"^dataset must have two parties .* got 1 parties \['guest'\]"):
+    with pytest.raises(ParamError, match=r"^dataset must have at least two parties .* one or more hosts, got 1 "
+                                         r"parties \['guest'\]"):
         paillier_sgd.network_for([guest], params(), rng=None)
     short = Party("host", host.columns, host.ids[:50], host.X[:50])
     with pytest.raises(ParamError, match=r"aligned parties, got guest with 120 rows and host with 50"):

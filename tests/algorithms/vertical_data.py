@@ -22,3 +22,17 @@ def vertical(rng: np.random.Generator, *, n: int, n_test: int, widths: Sequence[
         parties.append(Party(f"party{k + 1}", tuple(f"f{start - w + j}" for j in range(w)), ids[:n], block[:n],
                              y[:n] if holder else None, ids[n:], block[n:], y[n:] if holder else None))
     return parties
+
+
+def hosts_of(parties: list[Party], widths: tuple[int, ...]) -> list[Party]:
+    """The guest and the host of `parties` with the host's columns dealt to ``host1``, ``host2``, ... in
+    blocks of `widths` (in order)."""
+    guest, host = parties
+    assert sum(widths) == host.n_features
+    out, start = [guest], 0
+    for k, width in enumerate(widths, start=1):
+        cut = slice(start, start + width)
+        out.append(Party(f"host{k}", host.columns[cut], host.ids, host.X[:, cut], None, host.test_ids,
+                         host.X_test[:, cut], None))
+        start += width
+    return out

@@ -243,8 +243,8 @@ def assert_same_as_inprocess(party_out: Path, local_out: Path, *, skip: tuple[st
                              final: bool = True) -> None:
     """The history party's history.json and metrics.json are the in-process run's (its own part of them; with
     `final` False its records only)."""
-    assert {f.name for f in party_out.iterdir()} - {"model"} == {"comm.json", "history.json", "run.json",
-                                                                 "metrics.json", "timing.json"}
+    assert {f.name for f in party_out.iterdir()} - {"model", "checkpoint"} == {
+        "comm.json", "history.json", "run.json", "metrics.json", "timing.json"}
     mine = read_json(party_out / "history.json")["runs"]
     theirs = read_json(local_out / "history.json")["runs"]
     assert len(mine) == len(theirs) >= 1
@@ -389,6 +389,30 @@ def test_paillier_sqn_guest_host_arbiter_same_numbers(tmp_path, launcher, vertic
     assert_traffic(launcher, names, local, with_bytes=False)
     (run,) = read_json(local / "comm.json")["runs"]
     assert run["ciphertexts"] > 0
+
+
+def test_paillier_guest_two_hosts_arbiter_four_processes_same_numbers(tmp_path, launcher, vertical3):
+    """Two hosts (party2, party3): four processes, the same programs as in-process; S_H sampled and packed
+    ciphertexts, so the prefix sums, the cross terms and the rows of S_H cross process boundaries too."""
+    from ppml.algorithms._hetero_lr import ARBITER, TAG_CROSS, TAG_PREFIX
+
+    block = {"algorithm": "paillier_sqn", "dataset": "toy_vertical", "batch_size": 60, "encrypted": True,
+             "key_bits": 1024, "eta": 0.15, "lam": 0.01, "max_epochs": 2, "L": 2, "M": 3, "S_H": 60,
+             "packing": "auto", "frac_bits": 16}
+    names = (*PARTIES, ARBITER)
+    local = run_both(tmp_path, launcher, names, block, vertical3)
+    assert_same_as_inprocess(launcher.out("party1"), local, skip=("bytes",))
+    assert_traffic(launcher, names, local, with_bytes=False)
+    (run,) = read_json(local / "comm.json")["runs"]
+    assert run["tags"][TAG_PREFIX]["routes"] == ["party1->party3"]
+    assert run["tags"][TAG_CROSS]["routes"] == ["party3->party1"]
+    assert run["tags"]["fore_gradient"]["routes"] == ["party1->party2", "party1->party3"]
+    history = read_json(local / "history.json")["runs"][0]
+    assert list(history["extra"]["weights"]) == ["party2", "party3", "party1"]
+    assert history["final"]["packing_slots"] >= 2
+    for host in PARTIES[1:]:  # each host keeps its own block, the in-process run's weights
+        block = read_json(launcher.out(host) / "model" / "seed0.json")
+        assert (block["role"], block["weights"]) == ("host", history["extra"]["weights"][host])
 
 
 # --- the train stage: transport: grpc starts every party on this machine and assembles the run --------------

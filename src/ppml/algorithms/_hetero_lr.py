@@ -6,58 +6,111 @@ fixed-point arithmetic, the encrypted Taylor loss, the batch schedule and the bo
 
 Roles (FATE hetero-LR names)
 ----------------------------
-- host A (``host``): features ``X_A`` only; model block ``theta_A``.
+- hosts A_1, ..., A_K (K >= 1; the dataset's parties after the guest, in their order; ``host`` when K = 1):
+  features ``X_k`` only; model block ``theta_k``.
 - guest B (``guest``): features ``X_B``, the labels ``y`` (+-1) and the intercept (a column of ones appended
   to ``X_B``); model block ``theta_B``.
-- arbiter C (``arbiter``): generates the Paillier key pair; the private key never leaves it. A and B receive
-  the public key (as a :class:`ppml.crypto.paillier.PublicKey` message) and stop the run with a
+- arbiter C (``arbiter``): generates the Paillier key pair; the private key never leaves it. B and every A_k
+  receive the public key (as a :class:`ppml.crypto.paillier.PublicKey` message) and stop the run with a
   :class:`~ppml.network.ProtocolError` unless it is safe (:meth:`~ppml.crypto.paillier.PublicKey.from_wire`)
   and what their own parameters ask for (:func:`check_received_key`): a C that sent a ``plaintext`` or
   short key would otherwise turn the encryption off for everyone.
 
-Each party runs its own program (:func:`roles`: ``_guest_program``, ``_host_program``, ``_arbiter_program``),
-built from public facts only and given its own :class:`~ppml.parties.Party` (the arbiter has none) and its
-own network endpoint; everything it learns from another party arrives through that endpoint. The arbiter's
-program generates the key pair, so the private key exists only there. A and B derive the batches from the
-seed B sends; C needs only their sizes, which are public. After each epoch A sends B its scores (evaluation
-messages, :data:`SIDE_MESSAGES`, counted apart), and B evaluates the joint model; :func:`assemble` adds C's
-batch losses and the traffic each party counted of its own sends.
+Each party runs its own program (:func:`roles`: ``_guest_program``, one ``_host_program`` per host,
+``_arbiter_program``), built from public facts only and given its own :class:`~ppml.parties.Party` (the
+arbiter has none) and its own network endpoint; everything it learns from another party arrives through that
+endpoint. The arbiter's program generates the key pair, so the private key exists only there. The hosts and B
+derive the batches from the seed B sends to every host; C needs only their sizes, which are public, and the
+size of every party's block (its column count, public; B's plus the intercept), against which it checks what
+each sends. After each epoch every A_k sends B its scores (evaluation messages, :data:`SIDE_MESSAGES`,
+counted apart), and B evaluates the joint model; :func:`assemble` adds C's batch losses and the traffic each
+party counted of its own sends.
 
-Per mini-batch S (|S| = s), with u = X theta and the Taylor loss l(u, y) = log 2 - y u / 2 + u^2 / 8:
+Per mini-batch S (|S| = s), with u = X theta = U + u_B, U = sum_k u_k, and the Taylor loss
+l(u, y) = log 2 - y u / 2 + u^2 / 8:
 
-1. A sends [u_A] and its loss terms ([u_A^2] per row, or [sum u_A^2]; [lam/2 ||theta_A||^2]) to B.
-2. B forms [d] = [u_A]/4 + (u_B/4 - y/2), re-randomized, and sends it to A; B also forms the encrypted batch
-   loss [s l_S] = sum_i (u_B/4 - y/2)_i [u_A,i] + [sum u_A^2]/8 + plaintext terms, and sends it to C.
-3. A and B each compute their encrypted gradient sum [G] = X^T [d] + s lam theta (no penalty on the
-   intercept) and send it to C: masked by a fresh random integer (Hardy et al.; ``masked``) or as is (FATE).
-4. C decrypts. Masked: it returns G + r, and each party unmasks and takes its own step
-   theta <- theta - eta_e G / s. Unmasked: C computes g = G / s, a direction p (g itself for SGD, H g for
-   SQN) and returns each party's step eta_e p.
+1. Every A_k sends [u_k] and its loss terms ([u_k^2] per row, or [sum u_k^2]; [lam/2 ||theta_k||^2]) to B.
+2. B forms [d] = sum_k [u_k]/4 + (u_B/4 - y/2) and sends it to every A_k, re-randomized separately for each
+   (A_k made [u_k]: without fresh randomness it could divide its own [u_k] out). B forms the encrypted batch
+   loss [s l_S] = sum_i (u_B/4 - y/2)_i [U_i] + sum_k [sum u_k^2]/8 + (1/4) sum_{k >= 2} [c_k] + s sum_k
+   [lam/2 ||theta_k||^2] + plaintext terms, and sends it to C. The host-host cross terms
+   (U^2 = sum_k u_k^2 + 2 sum_{j<k} u_j u_k) are what B cannot compute from ciphertexts: for every k >= 2
+   B sends A_k the prefix sum [P_k] = [u_1 + ... + u_{k-1}], re-randomized, and A_k returns
+   [c_k] = [sum_i u_k,i P_k,i], re-randomized (a ciphertext times A_k's own u_k as plaintext factors; packed:
+   through the layout's product, the sum in slot t - 1, as B's own cross term). So the loss stays exact for
+   every K (FATE 1.x drops it for more than one host, FATE 2.0 omits these terms); with K = 1 none of these
+   messages exist.
+3. Every party computes its encrypted gradient sum [G] = X^T [d] + s lam theta (no penalty on the intercept)
+   and sends it to C: masked by a fresh random integer (Hardy et al.; ``masked``) or as is (FATE).
+4. C decrypts each block and checks its length. Masked: it returns each party its own G + r, and each
+   unmasks and takes its own step theta <- theta - eta_e G / s. Unmasked: C concatenates the blocks (hosts in
+   order, then B), computes g = G / s, a direction p (g itself for SGD, H g for SQN) and returns each party
+   its block of eta_e p.
 
 After each epoch C compares the mean batch loss with the previous epoch's (FATE's ``diff`` rule: converged
-when the change is below ``tol``) and tells A and B whether to stop.
+when the change is below ``tol``) and tells every party whether to stop.
+
+Messages per iteration, for K hosts (ciphertexts: t rows per ciphertext when packed, else t = 1; A_k holds
+d_k columns, B d_B and the intercept; "each A_k" is one message to, or from, every host):
+
+========================  ===========  ===========  ===========================================  =============
+tag                       from         to           content                                      ciphertexts
+========================  ===========  ===========  ===========================================  =============
+public_key                C            B, each A_k  the public key (once)                        --
+batch_seed                B            each A_k     seed of the batch partition (once)           --
+host_forward              each A_k     B            [u_k] = [X_k theta_k]                        ceil(s/t)
+host_loss                 each A_k     B            [u_k,i^2] or [sum u_k,i^2]; [lam/2 |th|^2]   s or 1; 1
+fore_gradient             B            each A_k     [d], re-randomized for each host             ceil(s/t)
+loss_prefix               B            A_k, k >= 2  [P_k] = [u_1 + .. + u_(k-1)], re-randomized  ceil(s/t)
+host_loss_cross           A_k, k >= 2  B            [c_k] = [sum_i u_k,i P_k,i], re-randomized   1
+batch_loss                B            C            [s l_S]                                      1
+host_gradient             each A_k     C            [X_k^T d + s lam theta_k (+ r_k)]            d_k
+guest_gradient            B            C            [X_B^T d + s lam theta_B (+ r_B)]            d_B + 1
+host_gradient_decrypted   C            each A_k     G_k + r_k (masked)                           --
+guest_gradient_decrypted  C            B            G_B + r_B (masked)                           --
+host_step                 C            each A_k     A_k's block of eta_e p (unmasked)            --
+guest_step                C            B            B's block of eta_e p (unmasked)              --
+hessian_rows              B            each A_k     the rows of S_H (SQN, sampled S_H)           --
+host_hessian_forward      each A_k     B            [X_k s_k] on S_H (SQN)                       ceil(|S_H|/t)
+hessian_fore              B            each A_k     [h], re-randomized for each host (SQN)       ceil(|S_H|/t)
+host_hessian_vector       each A_k     C            [X_k^T h + |S_H| lam s_k] (SQN)              d_k
+guest_hessian_vector      B            C            [X_B^T h + |S_H| lam s_B] (SQN)              d_B + 1
+converged                 C            B, each A_k  the stop flag (once per epoch)               --
+eval/scores               each A_k     B            X_k theta_k, ||theta_k||^2 (once per epoch)  --
+========================  ===========  ===========  ===========================================  =============
+
+with [h] = [(sum_k X_k s_k + X_B s_B)/4]. The SQN rows run every L iterations from the second window on;
+``eval/scores`` is evaluation traffic, counted apart. With K = 1 the same messages flow as before hosts could
+be more than one: ``loss_prefix`` and ``host_loss_cross`` are never sent.
 
 Provenance: the FATE flow (unmasked gradients, C computes the steps, the encrypted loss with A's squares and
 penalty) is verified from FATE 1.x code; the masked Hardy et al. flow is UNVERIFIED, reconstructed in the
-project's spec from summaries of the paper, hence switchable (``update_at`` of the SGD protocol). One
-deliberate difference from FATE: the L2 penalty never touches the intercept, also in SQN's Hessian-vector
-products (FATE adds it there), so that the curvature pairs are those of the objective being minimized.
+project's spec from summaries of the paper, hence switchable (``update_at`` of the SGD protocol). With more
+than one host the flow is FATE 2.0's Coordinated LR (every host's [u_k] to the guest, [d] to every host,
+every block to the arbiter), plus the cross-term messages that keep the loss exact. One deliberate difference
+from FATE: the L2 penalty never touches the intercept, also in SQN's Hessian-vector products (FATE adds it
+there), so that the curvature pairs are those of the objective being minimized.
 
 Threat model
 ------------
-Honest-but-curious, non-colluding A, B and C. A sees ciphertexts only ([d], and [h] in SQN) plus its own
-step; it never receives labels. B sees ciphertexts of A's values only (never u_A in plaintext). C sees the
-batch losses and either uniformly masked gradients (``masked``: statistically hiding, see below) or the
-plaintext gradients and steps (FATE, and necessarily SQN, whose C applies its curvature matrix to g and so
-learns the model up to its zero initialization). Every ciphertext a party sends is either fresh or
-re-randomized when its receiver knows the randomness of an input (e.g. [d] to A, who made [u_A]).
+Honest-but-curious, non-colluding A_1, ..., A_K, B and C. Every A_k sees ciphertexts only ([d], [P_k], and
+[h] in SQN) plus its own step; it never receives labels nor another host's values. B sees ciphertexts of the
+hosts' values only (never a u_k in plaintext). C sees the batch losses and either uniformly masked gradients
+(``masked``: statistically hiding, see below) or the plaintext gradients and steps (FATE, and necessarily
+SQN, whose C applies its curvature matrix to g and so learns the model up to its zero initialization). Every
+ciphertext a party sends is either fresh or re-randomized when its receiver knows the randomness of an input
+(e.g. [d] to each A_k, who made [u_k]; [c_k] to B, who made [P_k]). Outside the protocol, the evaluation
+messages give B each host's exact scores X_k theta_k on every row and ||theta_k||^2 after every epoch.
 
 Fixed-point arithmetic
 ----------------------
 Encrypted values carry :data:`VALUE_FRAC_BITS` fractional bits (22: enough for these models, and few enough
-that seven packed rows fit a 2048-bit plaintext); plaintext factors of homomorphic products (features, loss coefficients)
-carry ``frac_bits`` (FATE's ``floating_point_precision`` = 23), which sets the exponent length and hence the
-cost. The plaintext mode (``encrypted: false``) runs the same integers through the identity "cipher" of
+that seven packed rows fit a 2048-bit plaintext); plaintext factors of homomorphic products (features, loss
+coefficients, and a host's own u_k in its cross term) carry ``frac_bits`` (FATE's ``floating_point_precision``
+= 23), which sets the exponent length and hence the cost. With more than one host the batch loss carries 2
+more fractional bits (its cross terms' factor 1/4, exact as a relabelling), and a packed layout is sized for
+the K + 1 values added in [d] and [h] and the K products added in the loss (:func:`packing_layout`). The
+plaintext mode (``encrypted: false``) runs the same integers through the identity "cipher" of
 :mod:`ppml.crypto.paillier` (scheme ``plaintext``), so its models equal the encrypted ones bit for bit.
 
 Masks (``masked``) are uniform integers below 2^(bits - GUARD_BITS - 1) from :mod:`secrets` (cryptographic
@@ -84,7 +137,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
 import numpy as np
 
@@ -100,6 +153,9 @@ from ppml.models.losses import logistic_objective
 from ppml.network import EVALUATION, Endpoint, Network, ProtocolError, WireError, encode, expect, traffic_kind
 from ppml.parties import Party, signed_labels
 from ppml.runtime import PartyInfo, Public, Role
+
+if TYPE_CHECKING:  # a party in its own process passes them (ppml.launch.party); the programs only call them
+    from ppml.launch.checkpoint import Checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +213,9 @@ class ProtocolParams:
         (FATE's early_stop "diff", default 1e-4).
     shuffle : bool
         False (FATE 1.x): one random partition into batches, kept for every epoch; True: a fresh partition
-        each epoch. Either way A and B derive it from a seed B sends once.
+        each epoch. Either way the hosts and B derive it from a seed B sends once.
     host_squares : {"rows", "sum"}
-        How A sends the squares for the loss: one ciphertext per row, [u_A,i^2] (Hardy et al.; what the
+        How a host sends the squares for the loss: one ciphertext per row, [u_A,i^2] (Hardy et al.; what the
         poster's 3|S| per iteration counts), or one ciphertext of their sum (FATE's code). The loss is equal.
     precompute_workers : int
         Background processes per party (:mod:`ppml.crypto.background`) that encrypt zeros ahead of time, so
@@ -220,22 +276,51 @@ class Curvature(Protocol):
 
     def add_pair(self, s: np.ndarray, y: np.ndarray) -> bool: ...
 
+    # what a checkpoint keeps of it
+    formed: int
+    skipped: int
+
+    @property
+    def pairs(self) -> list[tuple[np.ndarray, np.ndarray]]: ...
+
+    def restore(self, *, pairs: list, formed: int, skipped: int) -> None: ...
+
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers each role uses on its own
 
 
-def batch_partitions(seed: int, n_rows: int, batch_size: int, *, shuffle: bool):
-    """Yield, epoch after epoch, the list of row-index arrays of that epoch's mini-batches.
+class BatchSchedule:
+    """Epoch after epoch (``next``), the list of row-index arrays of that epoch's mini-batches.
 
-    A and B both call this with the seed B sent, so they agree on every batch without exchanging ids.
+    Every host and B build it from the seed B sent, so they agree on every batch without exchanging ids. Its
+    position is :meth:`state` (the random stream's state and the current order), which a checkpoint keeps.
     """
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(n_rows)
-    while True:
-        yield [order[i:i + batch_size] for i in range(0, n_rows, batch_size)]
-        if shuffle:
-            order = rng.permutation(n_rows)
+
+    def __init__(self, seed: int, n_rows: int, batch_size: int, *, shuffle: bool) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._n, self._size, self._shuffle = n_rows, batch_size, shuffle
+        self._order: np.ndarray | None = None
+
+    def __iter__(self) -> BatchSchedule:
+        return self
+
+    def __next__(self) -> list[np.ndarray]:
+        if self._order is None or self._shuffle:
+            self._order = self._rng.permutation(self._n)
+        return [self._order[i:i + self._size] for i in range(0, self._n, self._size)]
+
+    def state(self) -> dict[str, Any]:
+        return {"rng": self._rng.bit_generator.state, "order": self._order}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._rng.bit_generator.state = state["rng"]
+        self._order = None if state["order"] is None else np.asarray(state["order"], dtype=np.int64)
+
+
+def batch_partitions(seed: int, n_rows: int, batch_size: int, *, shuffle: bool) -> BatchSchedule:
+    """The mini-batches of every epoch from the seed B sends (:class:`BatchSchedule`)."""
+    return BatchSchedule(seed, n_rows, batch_size, shuffle=shuffle)
 
 
 class IterateAverage:
@@ -245,6 +330,14 @@ class IterateAverage:
         self._sum = np.zeros(size)
         self._count = 0
         self._previous: np.ndarray | None = None
+
+    def state(self) -> dict[str, Any]:
+        return {"sum": self._sum, "count": self._count, "previous": self._previous}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._sum = np.asarray(state["sum"], dtype=np.float64)
+        self._count = int(state["count"])
+        self._previous = None if state["previous"] is None else np.asarray(state["previous"], dtype=np.float64)
 
     def add(self, theta: np.ndarray) -> None:
         self._sum += theta
@@ -288,21 +381,28 @@ def check_received_key(key: Any, params: ProtocolParams, *, sender: str, receive
     return key
 
 
-def packing_layout(params: ProtocolParams, rows: int) -> Layout | None:
+def packing_layout(params: ProtocolParams, rows: int, *, hosts: int = 1) -> Layout | None:
     """The slot layout of ``packing`` rows per ciphertext for products over at most `rows` rows (None when
-    unpacked); a :class:`~ppml.config.ParamError` naming ``packing`` when it does not fit the key."""
+    unpacked); a :class:`~ppml.config.ParamError` naming ``packing`` when it does not fit the key.
+
+    With K = `hosts`, the packed inputs [d] and [h] are sums of K + 1 checked values, and the batch loss adds K
+    packed products (B's over [U], scaled by 4, and each [c_k], k >= 2) before B masks it: the layout's slots
+    are sized for both (:func:`~ppml.crypto.packing.layout_for`; K = 1 is the one-host layout exactly).
+    """
+    sizes = dict(addends=hosts + 1, products=hosts)
     slots = params.packing
     if slots == "auto":
         slots = max_slots(key_bits=params.key_bits, value_frac_bits=VALUE_FRAC_BITS, frac_bits=params.frac_bits,
-                          rows=rows, mask_bits=params.mask_bits)
+                          rows=rows, mask_bits=params.mask_bits, **sizes)
     if slots <= 1:
         return None
     try:
         return layout_for(slots, key_bits=params.key_bits, value_frac_bits=VALUE_FRAC_BITS,
-                          frac_bits=params.frac_bits, rows=rows, mask_bits=params.mask_bits)
+                          frac_bits=params.frac_bits, rows=rows, mask_bits=params.mask_bits, **sizes)
     except ValueError as exc:
+        hosts_note = "" if hosts == 1 else f", {hosts} hosts"
         fail("packing", f"{exc} (frac_bits = {params.frac_bits}, mask_bits = {params.mask_bits}, "
-                        f"{rows} rows per product), got {params.packing}")
+                        f"{rows} rows per product{hosts_note}), got {params.packing}")
 
 
 def feature_limit(params: ProtocolParams) -> float:
@@ -511,6 +611,23 @@ class _DataRole:
         self._batches = batch_partitions(seed, self._X.shape[0], self._params.batch_size,
                                          shuffle=self._params.shuffle)
 
+    def state(self) -> dict[str, Any]:
+        """What this role holds between epochs: its block, the averaging window, s_t, the batch schedule."""
+        return {"theta": self.theta, "window": self._window.state(), "s": self._s,
+                "batches": self._batches.state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state` (after :meth:`setup` with ``resumed``, which only receives the key)."""
+        theta = np.asarray(state["theta"], dtype=np.float64)
+        if theta.shape != self.theta.shape:
+            raise ValueError(f"party {self.name!r}: a checkpoint of {theta.size} weights, this block has "
+                             f"{self.theta.size}")
+        self.theta = theta
+        self._window.restore(state["window"])
+        self._s = None if state["s"] is None else np.asarray(state["s"], dtype=np.float64)
+        self._start_batches(0)
+        self._batches.restore(state["batches"])
+
     def _vector(self, payload: Any, *, sender: str, tag: str, rows: int, packed: bool = True) -> EncryptedVector:
         """A received vector over `rows` rows (packed when the run packs and `packed`: ceil(rows / t)
         ciphertexts), bound to this party's own copy of the public key; a ProtocolError naming the sender
@@ -616,47 +733,72 @@ class _DataRole:
 
 
 class HostRole(_DataRole):
-    """Party A: features only. `sampled_hessian` (SQN): S_H is B's sample, not the batch."""
+    """A host A_k: features only. `position` is k - 1 (0 for the first host, the only one when K = 1); a host
+    after the first also returns B its loss cross term [c_k]. `sampled_hessian` (SQN): S_H is B's sample, not
+    the batch."""
 
     decrypted_tag = "host_gradient_decrypted"
     step_tag = "host_step"
 
     def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, guest: str,
-                 hessian_per_iteration: float = 0.0, sampled_hessian: bool = False,
+                 position: int = 0, hessian_per_iteration: float = 0.0, sampled_hessian: bool = False,
                  layout: Layout | None = None) -> None:
         X = np.asarray(party.X, dtype=np.float64)
         squares = params.batch_size if params.host_squares == "rows" else 1
         per_row = 1 if layout is None else 1 / layout.slots
         super().__init__(party, endpoint, params=params, X=X, penalized=np.ones(X.shape[1]),
-                         demand=math.ceil(per_row * (params.batch_size + hessian_per_iteration)) + squares + 1,
+                         demand=(math.ceil(per_row * (params.batch_size + hessian_per_iteration)) + squares + 1
+                                 + (position > 0)),
                          layout=layout)
         self._guest = guest
+        self._position = position
         self._sampled_hessian = sampled_hessian
 
-    def setup(self) -> None:
-        """Receive the public key from C and the batch seed from B."""
+    def setup(self, *, resumed: bool = False) -> None:
+        """Receive the public key from C and the batch seed from B (resumed: the key only; the schedule comes
+        from the checkpoint)."""
         self._receive_key()
+        if resumed:
+            return
         seed = expect.integer(self._ep.recv(self._guest, "batch_seed"), sender=self._guest, tag="batch_seed",
                               low=0, high=2**63 - 1)
         self._start_batches(int(seed))
 
     def forward(self, rows: np.ndarray) -> None:
-        """Send [u_A] and the loss terms [u_A^2] (or [sum u_A^2]) and [lam/2 ||theta_A||^2] to B."""
+        """Send [u_k] and the loss terms [u_k^2] (or [sum u_k^2]) and [lam/2 ||theta_k||^2] to B; a host after
+        the first then returns B its loss cross term (:meth:`loss_cross`)."""
         u = self._X[rows] @ self.theta
         self._ep.send(self._guest, "host_forward", self._encrypt_rows(u, what="u_A = X_A theta_A"), rows=len(rows))
         squares = u * u if self._params.host_squares == "rows" else np.array([u @ u])
         penalty = 0.5 * self._params.lam * float(self.theta @ self.theta)
         self._ep.send(self._guest, "host_loss", {"squares": self._encryptor.encrypt(squares),
                                                  "penalty": self._encryptor.encrypt(np.array([penalty]))})
+        if self._position > 0:
+            self.loss_cross(rows, u)
+
+    def loss_cross(self, rows: np.ndarray, u: np.ndarray) -> None:
+        """Host k >= 2: [c_k] = [sum_i u_k,i P_k,i] from B's prefix sum [P_k] = [u_1 + ... + u_(k-1)], with this
+        host's own u_k as the plaintext factors (at ``frac_bits``, as B's own loss coefficients), re-randomized
+        (B made [P_k]), to B. Packed: the layout's product, the sum in slot t - 1 (u_k was checked against its
+        slot when packed, so it is below 2^FACTOR_INT_BITS = 2^VALUE_INT_BITS as a factor); B masks the other
+        slots before the loss leaves it."""
+        p = self._params
+        prefix = self._vector(self._ep.recv(self._guest, TAG_PREFIX), sender=self._guest, tag=TAG_PREFIX,
+                              rows=len(rows))
+        if self._layout is None:
+            cross = prefix.matvec(u[:, None], frac_bits=p.frac_bits)
+        else:
+            cross = self._layout.matvec(prefix, u[:, None], rows=len(rows), frac_bits=p.frac_bits)
+        self._ep.send(self._guest, TAG_CROSS, self._encryptor.rerandomize(cross))
 
     def gradient(self, rows: np.ndarray, *, masked: bool) -> None:
-        """[G_A] = X_A^T [d] + s lam theta_A from B's [d], to C (masked or not)."""
+        """[G_k] = X_k^T [d] + s lam theta_k from B's [d], to C (masked or not)."""
         fore = self._vector(self._ep.recv(self._guest, "fore_gradient"), sender=self._guest, tag="fore_gradient",
                             rows=len(rows))
         self._send_gradient(self._product(fore, rows, self.theta), tag="host_gradient", masked=masked)
 
     def scores(self, *, test: bool) -> dict[str, Any]:
-        """Evaluation: X_A theta_A on the training rows (and with `test` on the test rows), ||theta_A||^2."""
+        """Evaluation: X_k theta_k on the training rows (and with `test` on the test rows), ||theta_k||^2."""
         party = self._party
         test_scores = None
         if test and party.X_test is not None:
@@ -675,18 +817,18 @@ class HostRole(_DataRole):
         return np.asarray(rows, dtype=np.int64)
 
     def hessian_forward(self, rows: np.ndarray) -> None:
-        """SQN: [X_A s_A] on S_H, to B."""
+        """SQN: [X_k s_k] on S_H, to B."""
         self._ep.send(self._guest, "host_hessian_forward",
                       self._encrypt_rows(self._X[rows] @ self._s, what="X_A s_A"), rows=len(rows))
 
     def hessian_vector(self, rows: np.ndarray) -> None:
-        """SQN: [V_A] = X_A^T [h] + |S_H| lam s_A from B's [h], to C."""
+        """SQN: [V_k] = X_k^T [h] + |S_H| lam s_k from B's [h], to C."""
         h = self._vector(self._ep.recv(self._guest, "hessian_fore"), sender=self._guest, tag="hessian_fore",
                          rows=len(rows))
         self._ep.send(ARBITER, "host_hessian_vector", self._seal(self._product(h, rows, self._s), masked=False))
 
     def curvature_round(self, batch_rows: np.ndarray) -> None:
-        """SQN, A's part of the Hessian-vector round on S_H."""
+        """SQN, the host's part of the Hessian-vector round on S_H."""
         rows = self.hessian_rows(batch_rows, sampled=self._sampled_hessian)
         self.hessian_forward(rows)
         self.hessian_vector(rows)
@@ -695,66 +837,112 @@ class HostRole(_DataRole):
 class GuestRole(_DataRole):
     """Party B: features, labels, and the intercept (a column of ones after its features).
 
-    `hessian_sample` (SQN) is |S_H| of B's independent sample; None uses the batch.
+    `hosts` are the hosts' names, in their order (one when K = 1). `hessian_sample` (SQN) is |S_H| of B's
+    independent sample; None uses the batch.
     """
 
     decrypted_tag = "guest_gradient_decrypted"
     step_tag = "guest_step"
 
-    def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, host: str,
+    def __init__(self, party: Party, endpoint: Endpoint, *, params: ProtocolParams, hosts: Sequence[str],
                  rng: np.random.Generator, hessian_per_iteration: float = 0.0,
                  hessian_sample: int | None = None, layout: Layout | None = None) -> None:
         X = np.hstack([np.asarray(party.X, dtype=np.float64), np.ones((party.n_samples, 1))])
         penalized = np.ones(X.shape[1])
         penalized[-1] = 0.0
         per_row = 1 if layout is None else 1 / layout.slots
-        super().__init__(party, endpoint, params=params, X=X, penalized=penalized,
-                         demand=math.ceil(per_row * (params.batch_size + hessian_per_iteration)), layout=layout)
-        self._host = host
+        K = len(hosts)
+        # re-randomized per host: [d] (and [h]) K times, a prefix sum to each host after the first
+        demand = (K * math.ceil(per_row * (params.batch_size + hessian_per_iteration))
+                  + (K - 1) * math.ceil(per_row * params.batch_size))
+        super().__init__(party, endpoint, params=params, X=X, penalized=penalized, demand=demand, layout=layout)
+        self._hosts = list(hosts)
         self._y = signed_labels(party.y)
         self._rng = rng
         self._hessian_sample = hessian_sample
         self._fore: EncryptedVector | None = None
         self._h: EncryptedVector | None = None
 
-    def setup(self) -> None:
-        """Receive the public key from C; draw the batch seed and send it to A."""
+    def state(self) -> dict[str, Any]:
+        """:meth:`_DataRole.state` and B's own stream (the batch seed is drawn from it, and S_H samples)."""
+        return {**super().state(), "rng": self._rng.bit_generator.state}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._rng.bit_generator.state = state["rng"]
+
+    def setup(self, *, resumed: bool = False) -> None:
+        """Receive the public key from C; draw the batch seed and send it to every host (resumed: the key
+        only; the schedule and the stream come from the checkpoint)."""
         self._receive_key()
+        if resumed:
+            return
         seed = int(self._rng.integers(2**63))
-        self._ep.send(self._host, "batch_seed", seed)
+        for host in self._hosts:
+            self._ep.send(host, "batch_seed", seed)
         self._start_batches(seed)
 
+    def _host_forward(self, host: str, s: int) -> tuple[EncryptedVector, EncryptedVector, EncryptedVector]:
+        """Host `host`'s [u_k], its squares and its penalty ciphertext, checked."""
+        p = self._params
+        u = self._vector(self._ep.recv(host, "host_forward"), sender=host, tag="host_forward", rows=s)
+        terms = self._ep.recv(host, "host_loss")
+        if not isinstance(terms, dict) or set(terms) != {"squares", "penalty"}:
+            raise ProtocolError(f"{host!r} sent 'host_loss' that is not a dict of squares and penalty")
+        # A host's squares (which may exceed a packed slot) and its penalty are never packed.
+        squares = self._vector(terms["squares"], sender=host, tag="host_loss",
+                               rows=s if p.host_squares == "rows" else 1, packed=False)
+        penalty = self._vector(terms["penalty"], sender=host, tag="host_loss", rows=1, packed=False)
+        return u, squares, penalty
+
     def forward(self, rows: np.ndarray) -> None:
-        """[d] = [u_A]/4 + u_B/4 - y/2 to A; the encrypted batch loss times s to C."""
+        """[d] = sum_k [u_k]/4 + u_B/4 - y/2 to every host; the encrypted batch loss times s to C."""
         p = self._params
         s = len(rows)
-        u_A = self._vector(self._ep.recv(self._host, "host_forward"), sender=self._host, tag="host_forward",
-                           rows=s)
-        terms = self._ep.recv(self._host, "host_loss")
-        if not isinstance(terms, dict) or set(terms) != {"squares", "penalty"}:
-            raise ProtocolError(f"{self._host!r} sent 'host_loss' that is not a dict of squares and penalty")
-        # A's squares (which may exceed a packed slot) and its penalty are never packed.
-        squares = self._vector(terms["squares"], sender=self._host, tag="host_loss",
-                               rows=s if p.host_squares == "rows" else 1, packed=False)
-        host_penalty = self._vector(terms["penalty"], sender=self._host, tag="host_loss", rows=1, packed=False)
+        received = [self._host_forward(host, s) for host in self._hosts]
+        u_hosts = [u for u, _, _ in received]
+        U = _total(u_hosts)  # [U] = sum_k [u_k]: the hosts' share of every score
         u_B = self._X[rows] @ self.theta
         y = self._y[rows]
-        own = 0.25 * u_B - 0.5 * y  # B's part of d_i, which is also the coefficient of u_A,i in the loss
-        self._fore = self._add_rows(u_A.mul(0.25, frac_bits=2), own, what="u_B/4 - y/2")
-        # A made [u_A]: without fresh randomness it could divide [u_A] out of [d] and read u_B/4 - y/2.
-        self._ep.send(self._host, "fore_gradient", self._encryptor.rerandomize(self._fore), rows=s)
+        own = 0.25 * u_B - 0.5 * y  # B's part of d_i, which is also the coefficient of U_i in the loss
+        self._fore = self._add_rows(U.mul(0.25, frac_bits=2), own, what="u_B/4 - y/2")
+        # Each host made its [u_k]: without fresh randomness it could divide [u_k] out of [d] and read the rest.
+        for host in self._hosts:
+            self._ep.send(host, "fore_gradient", self._encryptor.rerandomize(self._fore), rows=s)
+        crosses = self._loss_crosses(u_hosts, s)
 
         theta = self._penalized * self.theta
         plain = (float(np.sum(LOG2 - 0.5 * y * u_B + 0.125 * u_B * u_B))
                  + s * 0.5 * p.lam * float(theta @ theta))
-        terms = squares.sum().mul(0.125, frac_bits=3) + host_penalty.mul(float(s), frac_bits=0)
+        terms = (_total([squares.sum() for _, squares, _ in received]).mul(0.125, frac_bits=3)
+                 + _total([penalty for _, _, penalty in received]).mul(float(s), frac_bits=0))
+        # (1/4) sum_k c_k: the host-host terms 2 sum_{j<k} u_j u_k / 8 of sum_i U_i^2 / 8, relabelled (2 more
+        # fractional bits, the same integers); B's own cross term is scaled up to that precision when added.
         if self._layout is None:
-            loss = u_A.matvec(own[:, None], frac_bits=p.frac_bits) + terms + plain
-        else:  # the same integers: the cross product in slot t - 1, A's terms and the plaintext lifted there
-            cross = self._layout.matvec(u_A, own[:, None], rows=s, frac_bits=p.frac_bits)
+            loss = U.matvec(own[:, None], frac_bits=p.frac_bits)
+            if crosses is not None:
+                loss = loss + crosses.mul(0.25, frac_bits=2)
+            loss = loss + terms + plain
+        else:  # the same integers: the cross product in slot t - 1, the hosts' terms and the plaintext lifted there
+            cross = self._layout.matvec(U, own[:, None], rows=s, frac_bits=p.frac_bits)
+            if crosses is not None:
+                cross = cross + crosses.mul(0.25, frac_bits=2)
             terms = terms.mul(1.0, frac_bits=cross.frac_bits - terms.frac_bits) + plain
             loss = self._seal(cross + self._layout.lift(terms), masked=False)
         self._ep.send(ARBITER, "batch_loss", loss)
+
+    def _loss_crosses(self, u_hosts: list[EncryptedVector], s: int) -> EncryptedVector | None:
+        """sum_{k >= 2} [c_k], [c_k] = [sum_i u_k,i P_k,i] from host k given [P_k] = [u_1 + ... + u_(k-1)]
+        (re-randomized: host k - 1 made [u_(k-1)]); None with one host, which sends no cross term."""
+        if len(u_hosts) == 1:
+            return None
+        prefix = u_hosts[0]
+        for host, u in zip(self._hosts[1:], u_hosts[1:]):
+            self._ep.send(host, TAG_PREFIX, self._encryptor.rerandomize(prefix), rows=s)
+            prefix = prefix + u
+        return _total([self._vector(self._ep.recv(host, TAG_CROSS), sender=host, tag=TAG_CROSS, rows=1,
+                                    packed=False)
+                       for host in self._hosts[1:]])
 
     def gradient(self, rows: np.ndarray, *, masked: bool) -> None:
         """[G_B] = X_B^T [d] + s lam theta_B, to C (masked or not)."""
@@ -763,20 +951,24 @@ class GuestRole(_DataRole):
 
     def hessian_rows(self, batch_rows: np.ndarray, *, sample_size: int | None) -> np.ndarray:
         """SQN: S_H = the current batch (``sample_size`` None: the poster's S_H = S), else a fresh uniform
-        sample without replacement, drawn by B and sent to A."""
+        sample without replacement, drawn by B and sent to every host."""
         if sample_size is None:
             return batch_rows
         n = self._X.shape[0]
         rows = np.sort(self._rng.choice(n, size=min(sample_size, n), replace=False))
-        self._ep.send(self._host, "hessian_rows", rows)
+        for host in self._hosts:
+            self._ep.send(host, "hessian_rows", rows)
         return rows
 
     def hessian_fore(self, rows: np.ndarray) -> None:
-        """SQN: [h] = ([X_A s_A] + X_B s_B)/4 on S_H (the Taylor Hessian is x x^T/4), re-randomized, to A."""
-        z_A = self._vector(self._ep.recv(self._host, "host_hessian_forward"), sender=self._host,
-                           tag="host_hessian_forward", rows=len(rows))
-        self._h = self._add_rows(z_A, self._X[rows] @ self._s, what="X_B s_B").mul(0.25, frac_bits=2)
-        self._ep.send(self._host, "hessian_fore", self._encryptor.rerandomize(self._h), rows=len(rows))
+        """SQN: [h] = (sum_k [X_k s_k] + X_B s_B)/4 on S_H (the Taylor Hessian is x x^T/4), re-randomized for
+        each host, to every host."""
+        z = _total([self._vector(self._ep.recv(host, "host_hessian_forward"), sender=host,
+                                 tag="host_hessian_forward", rows=len(rows))
+                    for host in self._hosts])
+        self._h = self._add_rows(z, self._X[rows] @ self._s, what="X_B s_B").mul(0.25, frac_bits=2)
+        for host in self._hosts:
+            self._ep.send(host, "hessian_fore", self._encryptor.rerandomize(self._h), rows=len(rows))
 
     def hessian_vector(self, rows: np.ndarray) -> None:
         """SQN: [V_B] = X_B^T [h] + |S_H| lam s_B (intercept unpenalized), to C."""
@@ -791,6 +983,14 @@ class GuestRole(_DataRole):
         self.hessian_vector(rows)
 
 
+def _total(vectors: list[EncryptedVector]) -> EncryptedVector:
+    """The homomorphic sum of `vectors` in their order (the one vector itself when there is one)."""
+    total = vectors[0]
+    for vector in vectors[1:]:
+        total = total + vector
+    return total
+
+
 class ArbiterRole:
     """Coordinator C: holds the private key, decrypts, and (unmasked mode) computes every step.
 
@@ -798,20 +998,28 @@ class ArbiterRole:
     ----------
     endpoint : Endpoint
     params : ProtocolParams
-    host, guest : str
-        Network names of A and B.
+    hosts : sequence of str
+        Network names of the hosts, in their order (one when K = 1).
+    guest : str
+        Network name of B.
+    blocks : mapping of str to int
+        Every party's number of model coefficients (public: a host's columns, B's columns and the
+        intercept): what each party's gradient and Hessian-vector blocks must hold.
     curvature : Curvature, optional
         SQN's quasi-Newton memory; None for SGD (the direction is the gradient).
     layout : Layout, optional
         The slot layout of a packed run: C reads slot t - 1 of what it decrypts.
     """
 
-    def __init__(self, endpoint: Endpoint, *, params: ProtocolParams, host: str, guest: str,
-                 curvature: Curvature | None = None, layout: Layout | None = None) -> None:
+    def __init__(self, endpoint: Endpoint, *, params: ProtocolParams, hosts: Sequence[str], guest: str,
+                 blocks: dict[str, int], curvature: Curvature | None = None, layout: Layout | None = None) -> None:
         self._ep = endpoint
         self._layout = layout
         self._params = params
-        self._host, self._guest = host, guest
+        self._hosts, self._guest = list(hosts), guest
+        # who sends which block, in the order of the model: the hosts in order, then B
+        self._parties = [(host, "host") for host in self._hosts] + [(guest, "guest")]
+        self._blocks = {name: int(blocks[name]) for name, _ in self._parties}
         # The key pair is made here, in C's program: the private key never leaves it.
         self.public_key, self._private_key = paillier.generate_keypair(
             params.key_bits, scheme=params.scheme if params.encrypted else "plaintext")
@@ -819,26 +1027,55 @@ class ArbiterRole:
         self._losses: list[float] = []
         self._previous_loss: float | None = None
         # The model as C knows it: the sum of the steps it issued (the true model minus its zero start).
-        self._model: np.ndarray | None = None
-        self._window: IterateAverage | None = None
+        self._model = np.zeros(sum(self._blocks.values()))
+        self._window = IterateAverage(len(self._model))
         self._s: np.ndarray | None = None
-        self._n_host = 0
+
+    def state(self) -> dict[str, Any]:
+        """What C holds between epochs: the last epoch loss, its copy of the model, the window, s_t and (SQN)
+        the curvature memory."""
+        curvature = None
+        if self._curvature is not None:
+            curvature = {"pairs": [list(pair) for pair in self._curvature.pairs],
+                         "formed": self._curvature.formed, "skipped": self._curvature.skipped}
+        return {"previous_loss": self._previous_loss, "model": self._model, "window": self._window.state(),
+                "s": self._s, "curvature": curvature}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._previous_loss = state["previous_loss"]
+        model = np.asarray(state["model"], dtype=np.float64)
+        if model.shape != self._model.shape:
+            raise ValueError(f"{ARBITER}: a checkpoint of {model.size} coefficients, this run has {self._model.size}")
+        self._model = model
+        self._window.restore(state["window"])
+        self._s = None if state["s"] is None else np.asarray(state["s"], dtype=np.float64)
+        if self._curvature is not None:
+            self._curvature.restore(**state["curvature"])
 
     def publish_key(self) -> None:
-        self._ep.broadcast([self._host, self._guest], "public_key", self.public_key)
+        self._ep.broadcast([*self._hosts, self._guest], "public_key", self.public_key)
 
-    def _decrypt_encoded(self, src: str, tag: str) -> tuple[list[int], int]:
-        """The signed integers of what `src` sent under `tag` (slot t - 1 when packed) and their scale."""
+    def _decrypt_encoded(self, src: str, tag: str, *, length: int | None = None) -> tuple[list[int], int]:
+        """The signed integers of what `src` sent under `tag` (slot t - 1 when packed) and their scale; with
+        `length`, a ProtocolError naming the sender unless it holds that many ciphertexts."""
         try:
             vector = receive_vector(self._ep.recv(src, tag), self.public_key)
         except paillier.CiphertextError as exc:
             raise ProtocolError(f"{src!r} sent {tag!r} that {ARBITER} cannot use: {exc}") from exc
+        if length is not None and len(vector) != length:
+            raise ProtocolError(f"{src!r} sent {tag!r} of {len(vector)} ciphertexts, expected {length} (one per "
+                                f"coefficient of its block)")
         ints = self._private_key.decrypt_encoded(vector)
         return (list(ints) if self._layout is None else self._layout.read(ints)), vector.frac_bits
 
-    def _decrypt(self, src: str, tag: str) -> np.ndarray:
-        ints, frac_bits = self._decrypt_encoded(src, tag)
+    def _decrypt(self, src: str, tag: str, *, length: int | None = None) -> np.ndarray:
+        ints, frac_bits = self._decrypt_encoded(src, tag, length=length)
         return self.public_key.decode(ints, frac_bits=frac_bits)
+
+    def _blockwise(self, suffix: str) -> list[np.ndarray]:
+        """Every party's decrypted `<role>_<suffix>` block, in the model's order, each of its own length."""
+        return [self._decrypt(party, f"{role}_{suffix}", length=self._blocks[party])
+                for party, role in self._parties]
 
     def batch_loss(self, batch_size: int) -> None:
         """Decrypt B's [s l_S]; keep l_S for the epoch's stopping test."""
@@ -848,24 +1085,23 @@ class ArbiterRole:
 
     def return_masked(self) -> None:
         """Masked mode: decrypt each party's [G + r] and send G + r back to it."""
-        for party, tag in ((self._host, "host_gradient"), (self._guest, "guest_gradient")):
-            masked, _ = self._decrypt_encoded(party, tag)
+        for party, role in self._parties:
+            tag = f"{role}_gradient"
+            masked, _ = self._decrypt_encoded(party, tag, length=self._blocks[party])
             self._ep.send(party, f"{tag}_decrypted", [int(m) for m in masked])
 
     def send_steps(self, *, eta: float, k: int, batch_size: int) -> None:
-        """Unmasked mode: g = G / s, direction p (g, or SQN's H g), and each party's block of eta p."""
-        g_host = self._decrypt(self._host, "host_gradient") / batch_size
-        g_guest = self._decrypt(self._guest, "guest_gradient") / batch_size
-        gradient = np.concatenate([g_host, g_guest])
-        if self._model is None:
-            self._n_host = len(g_host)
-            self._model = np.zeros(len(gradient))
-            self._window = IterateAverage(len(gradient))
+        """Unmasked mode: g = G / s (the blocks concatenated: hosts in order, then B), direction p (g, or SQN's
+        H g), and each party's block of eta p."""
+        gradient = np.concatenate([g / batch_size for g in self._blockwise("gradient")])
         step = eta * (gradient if self._curvature is None else self._curvature.direction(gradient, k))
         self._window.add(self._model)
         self._model = self._model - step
-        self._ep.send(self._host, "host_step", step[:self._n_host])
-        self._ep.send(self._guest, "guest_step", step[self._n_host:])
+        start = 0
+        for party, role in self._parties:
+            end = start + self._blocks[party]
+            self._ep.send(party, f"{role}_step", step[start:end])
+            start = end
 
     def close_window(self) -> bool:
         """SQN: end the averaging window on C's copy of the model (s_t is the same as the parties')."""
@@ -873,40 +1109,58 @@ class ArbiterRole:
         return self._s is not None
 
     def curvature_pair(self, sample_size: int) -> None:
-        """SQN: y_t = V / |S_H| from A's and B's decrypted blocks; store the pair (s_t, y_t)."""
-        v_host = self._decrypt(self._host, "host_hessian_vector")
-        v_guest = self._decrypt(self._guest, "guest_hessian_vector")
-        self._curvature.add_pair(self._s, np.concatenate([v_host, v_guest]) / sample_size)
+        """SQN: y_t = V / |S_H| from every party's decrypted block (hosts in order, then B); store (s_t, y_t)."""
+        self._curvature.add_pair(self._s, np.concatenate(self._blockwise("hessian_vector")) / sample_size)
 
     def end_epoch(self) -> tuple[float, bool]:
-        """The epoch's mean batch loss and FATE's verdict |loss - previous| < tol, sent to A and B."""
+        """The epoch's mean batch loss and FATE's verdict |loss - previous| < tol, sent to every party."""
         loss = float(np.mean(self._losses))
         self._losses = []
         converged = self._previous_loss is not None and abs(loss - self._previous_loss) < self._params.tol
         self._previous_loss = loss
-        self._ep.broadcast([self._host, self._guest], "converged", converged)
+        self._ep.broadcast([*self._hosts, self._guest], "converged", converged)
         return loss, converged
 
 
 # the role programs
 
 TAG_EVAL = EVALUATION + "scores"
-"""host -> guest after each epoch: X_A theta_A on the training rows, ||theta_A||^2, and on the last epoch the
-test rows' scores (evaluation traffic, outside the protocol)."""
+"""each host -> guest after each epoch: X_k theta_k on the training rows, ||theta_k||^2, and on the last epoch
+the test rows' scores (evaluation traffic, outside the protocol)."""
+
+TAG_PREFIX = "loss_prefix"
+"""guest -> host k >= 2 (only with more than one host): [P_k] = [u_1 + ... + u_(k-1)], re-randomized."""
+
+TAG_CROSS = "host_loss_cross"
+"""host k >= 2 -> guest (only with more than one host): [c_k] = [sum_i u_k,i P_k,i], re-randomized."""
+
+#: Tags that only runs with more than one host send (the rows of MESSAGES a one-host run does not use).
+MULTI_HOST_TAGS = frozenset({TAG_PREFIX, TAG_CROSS})
+
+#: MESSAGES rows of the cross terms that keep the batch loss exact with more than one host; each protocol's
+#: table includes them.
+CROSS_MESSAGES: tuple[dict[str, str], ...] = (
+    {"tag": TAG_PREFIX, "src": "guest", "dst": "host",
+     "content": "[P_k] = [u_1 + ... + u_(k-1)] on the batch, to every host k >= 2 (more than one host only): "
+                "|S| ciphertexts", "protection": "Paillier, re-randomized"},
+    {"tag": TAG_CROSS, "src": "host", "dst": "guest",
+     "content": "[c_k] = [sum_i u_k,i P_k,i] from every host k >= 2 (more than one host only): 1 ciphertext",
+     "protection": "Paillier, re-randomized"},
+)
 
 #: the evaluation and control traffic of the role programs, counted apart from MESSAGES (comm.json
-#: "evaluation"). The scores are exact, so they are outside the protocol's protection: the guest learns A's
-#: share of every score and ||theta_A||^2. The stop flag ``converged`` is FATE's own message and stays in
-#: MESSAGES; the programs need no control messages.
+#: "evaluation"). The scores are exact, so they are outside the protocol's protection: the guest learns each
+#: host's share of every score and its ||theta_k||^2. The stop flag ``converged`` is FATE's own message and
+#: stays in MESSAGES; the programs need no control messages.
 SIDE_MESSAGES: tuple[dict[str, str], ...] = (
     {"tag": TAG_EVAL, "src": "host", "dst": "guest",
-     "content": "exact scores X_A theta_A on the training rows and ||theta_A||^2 after every epoch; on the "
-                "last epoch also X_A^test theta_A (evaluation)"},
+     "content": "exact scores X_k theta_k on the training rows and ||theta_k||^2 from every host after every "
+                "epoch; on the last epoch also X_k^test theta_k (evaluation)"},
 )
 
 
 class _CountedEndpoint:
-    """A party's endpoint that also counts its own training sends per epoch: A<->B, and with C."""
+    """A party's endpoint that also counts its own training sends per epoch: guest<->host ("ab"), and with C."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self._ep = endpoint
@@ -950,13 +1204,14 @@ def batch_sizes(n_rows: int, batch_size: int) -> list[int]:
 
 
 def combine_scores(host_scores: np.ndarray, X_guest, theta_guest: np.ndarray) -> np.ndarray:
-    """The guest's half of :func:`joint_scores`, in its order: A's scores + X_B theta_B + intercept."""
+    """The guest's half of :func:`joint_scores`, in its order: the hosts' summed scores + X_B theta_B +
+    intercept."""
     return np.asarray(host_scores + X_guest @ theta_guest[:-1] + theta_guest[-1], dtype=np.float64)
 
 
 def _data_party_epoch(role: HostRole | GuestRole, ep: _CountedEndpoint, *, eta: float, k: int, masked: bool,
                       curvature_every: int | None) -> tuple[int, bool, dict[str, int]]:
-    """One epoch of data party A's or B's schedule, the same for both; `role` supplies its own steps.
+    """One epoch of a data party's schedule, the same for every host and B; `role` supplies its own steps.
 
     Per mini-batch: the forward step, the gradient to C, the update (unmask C's G + r, or take C's step),
     every `curvature_every` iterations (SQN) the party's part of the curvature round; then C's stop flag.
@@ -978,28 +1233,44 @@ def _data_party_epoch(role: HostRole | GuestRole, ep: _CountedEndpoint, *, eta: 
     return k, converged, ep.take()
 
 
-def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: ProtocolParams, masked: bool,
-                  curvature_every: int | None, sampled_hessian: bool, hessian_per_iteration: float,
-                  layout: Layout | None) -> dict:
-    """Host A: per mini-batch [u_A] and its loss terms to B, [G_A] to C, its own update; every L iterations
-    (SQN) the Hessian-vector sub-protocol; after each epoch C's stop flag, then its scores to B (evaluation).
+def _bytes_sent(sent: dict[str, int]) -> int:
+    return sent["ab_bytes"] + sent["arbiter_bytes"]
 
-    Returns A's own facts: its model block and the training traffic it sent per epoch.
+
+def _host_program(endpoint: Endpoint, party: Party, *, guest: str, position: int, params: ProtocolParams,
+                  masked: bool, curvature_every: int | None, sampled_hessian: bool, hessian_per_iteration: float,
+                  layout: Layout | None, checkpoints: Checkpoints | None = None) -> dict:
+    """Host A_k (`position` k - 1): per mini-batch [u_k] and its loss terms to B (and from the second host on,
+    its loss cross term), [G_k] to C, its own update; every L iterations (SQN) the Hessian-vector
+    sub-protocol; after each epoch C's stop flag, then its scores to B (evaluation).
+
+    Returns the host's own facts: its model block and the training traffic it sent per epoch. With
+    `checkpoints` (a party in its own process, :mod:`ppml.launch.checkpoint`) it saves its state after every
+    epoch and, resuming, continues from the epoch every party holds.
     """
     ep = _CountedEndpoint(endpoint)
-    host = HostRole(party, ep, params=params, guest=guest, hessian_per_iteration=hessian_per_iteration,
-                    sampled_hessian=sampled_hessian, layout=layout)
-    traffic = []
+    host = HostRole(party, ep, params=params, guest=guest, position=position,
+                    hessian_per_iteration=hessian_per_iteration, sampled_hessian=sampled_hessian, layout=layout)
+    resumed = None if checkpoints is None else checkpoints.agree(endpoint)
+    traffic, k, first, done = [], 0, 0, False
     try:
-        host.setup()
+        host.setup(resumed=resumed is not None)
         ep.take()
-        k = 0
-        for epoch in range(params.max_epochs):
+        if resumed is not None:
+            first, state = resumed
+            host.restore(state["role"])
+            traffic, k, done = state["traffic"], int(state["k"]), bool(state["done"])
+        for epoch in range(first, 0 if done else params.max_epochs):
+            start = time.perf_counter()
             k, converged, sent = _data_party_epoch(host, ep, eta=params.learning_rate(epoch), k=k,
                                                    masked=masked, curvature_every=curvature_every)
             traffic.append(sent)
             last = converged or epoch + 1 == params.max_epochs
-            endpoint.send(guest, TAG_EVAL, host.scores(test=last))
+            evaluation = endpoint.send(guest, TAG_EVAL, host.scores(test=last))
+            log.info("%s: epoch %d/%d: %.3f s, %d bytes sent (%d of them evaluation)", party.name, epoch + 1,
+                     params.max_epochs, time.perf_counter() - start, _bytes_sent(sent) + evaluation, evaluation)
+            if checkpoints is not None:
+                checkpoints.save(epoch + 1, {"role": host.state(), "traffic": traffic, "k": k, "done": last})
             if converged:
                 break
     except paillier.EncodingOverflowError as exc:
@@ -1009,68 +1280,104 @@ def _host_program(endpoint: Endpoint, party: Party, *, guest: str, params: Proto
     return {"theta": host.theta, "traffic": traffic}
 
 
-def _guest_program(endpoint: Endpoint, party: Party, *, host: str, params: ProtocolParams, algorithm: str,
-                   rng: np.random.Generator, masked: bool, curvature_every: int | None,
-                   hessian_sample: int | None, hessian_per_iteration: float, layout: Layout | None) -> dict:
-    """Guest B (labels): the batch seed to A; per mini-batch [d] to A, [s l_S] and [G_B] to C, its own update;
-    every L iterations (SQN) S_H and [h]; after each epoch C's stop flag and the evaluation of the joint model
-    from A's scores (evaluation messages).
+def _guest_program(endpoint: Endpoint, party: Party, *, hosts: list[str], params: ProtocolParams,
+                   algorithm: str, rng: np.random.Generator, masked: bool, curvature_every: int | None,
+                   hessian_sample: int | None, hessian_per_iteration: float, layout: Layout | None,
+                   checkpoints: Checkpoints | None = None) -> dict:
+    """Guest B (labels): the batch seed to every host; per mini-batch [d] to every host (and the prefix sums
+    to the hosts after the first), [s l_S] and [G_B] to C, its own update; every L iterations (SQN) S_H and
+    [h]; after each epoch C's stop flag and the evaluation of the joint model from the hosts' scores
+    (evaluation messages).
 
     Returns the History (its records lack C's batch loss and the traffic, which :func:`assemble` adds from
     C's and each party's own report), the final training AUC, its model block and the traffic it sent.
+    `checkpoints`: as the host's (:func:`_host_program`); B's also keep its records and the last evaluation.
     """
     if party.y is None:
         raise ValueError(f"party {party.name!r} is the Paillier protocols' guest but holds no labels")
     ep = _CountedEndpoint(endpoint)
-    guest = GuestRole(party, ep, params=params, host=host, rng=rng,
+    guest = GuestRole(party, ep, params=params, hosts=hosts, rng=rng,
                       hessian_per_iteration=hessian_per_iteration, hessian_sample=hessian_sample, layout=layout)
     history = History(algorithm)
-    traffic = []
+    resumed = None if checkpoints is None else checkpoints.agree(endpoint)
+    traffic, k, first, done = [], 0, 0, False
     y = party.y
     try:
-        guest.setup()
+        guest.setup(resumed=resumed is not None)
         ep.take()
-        k = 0
-        for epoch in range(params.max_epochs):
+        if resumed is not None:
+            first, state = resumed
+            guest.restore(state["role"])
+            traffic, k, done, scored = state["traffic"], int(state["k"]), bool(state["done"]), state["scored"]
+            history.records = state["records"]
+            if state["stop"] is not None:
+                history.stop(**state["stop"])
+            scores = combine_scores(_summed([s["train"] for s in scored]), party.X, guest.theta)
+        for epoch in range(first, 0 if done else params.max_epochs):
             start = time.perf_counter()
             eta = params.learning_rate(epoch)
             k, converged, sent = _data_party_epoch(guest, ep, eta=eta, k=k, masked=masked,
                                                    curvature_every=curvature_every)
             traffic.append(sent)
             seconds = time.perf_counter() - start
-            # Evaluation, outside the protocol: A's scores and ||theta_A||^2 arrive as evaluation messages.
-            scored = _host_scores(endpoint.recv(host, TAG_EVAL), host, party)
-            scores = combine_scores(scored["train"], party.X, guest.theta)
+            # Evaluation, outside the protocol: each host's scores and ||theta_k||^2 arrive as evaluation
+            # messages (summed in the hosts' order: with one host, its own numbers).
+            scored = [_host_scores(endpoint.recv(host, TAG_EVAL), host, party) for host in hosts]
+            host_scores = _summed([s["train"] for s in scored])
+            host_sqnorm = _summed([s["sqnorm"] for s in scored])
+            scores = combine_scores(host_scores, party.X, guest.theta)
             own = guest.theta @ guest.theta
             own_penalized = guest.theta[:-1] @ guest.theta[:-1]
-            history.log(epoch=epoch + 1, eta=eta, iterations=k, seconds=seconds,
-                        train_objective=logistic_objective(scores, y, None, params.lam,
-                                                           sqnorm=scored["sqnorm"] + float(own)),
+            objective = logistic_objective(scores, y, None, params.lam, sqnorm=host_sqnorm + float(own))
+            history.log(epoch=epoch + 1, eta=eta, iterations=k, seconds=seconds, train_objective=objective,
                         taylor_objective=taylor_objective(scores, y, None, params.lam,
-                                                          sqnorm=scored["sqnorm"] + float(own_penalized)))
+                                                          sqnorm=host_sqnorm + float(own_penalized)))
+            log.info("%s: epoch %d/%d: train objective %.6f, %.3f s, %d bytes sent", party.name, epoch + 1,
+                     params.max_epochs, objective, time.perf_counter() - start, _bytes_sent(sent))
+            stop = None
             if converged:
-                history.stop(converged=True, reason=f"the epoch loss changed by less than tol={params.tol} "
-                                                    f"in epoch {epoch + 1}")
+                stop = {"converged": True, "reason": f"the epoch loss changed by less than tol={params.tol} in "
+                                                     f"epoch {epoch + 1}"}
+            elif epoch + 1 == params.max_epochs:
+                stop = {"converged": False, "reason": f"max_epochs={params.max_epochs} reached before the epoch "
+                                                      f"loss changed by less than tol={params.tol}"}
+            if stop is not None:
+                history.stop(**stop)
+            if checkpoints is not None:
+                checkpoints.save(epoch + 1, {"role": guest.state(), "traffic": traffic, "k": k,
+                                             "done": stop is not None, "scored": scored,
+                                             "records": history.records, "stop": stop})
+            if converged:
                 break
-        else:
-            history.stop(converged=False, reason=f"max_epochs={params.max_epochs} reached before the epoch "
-                                                 f"loss changed by less than tol={params.tol}")
     except paillier.EncodingOverflowError as exc:
         raise _overflow(party.name, exc) from exc
     finally:
         guest.close()
     test_scores = None
-    if scored["test"] is not None and party.X_test is not None:
-        test_scores = combine_scores(scored["test"], party.X_test, guest.theta)
+    tests = [s["test"] for s in scored]
+    if party.X_test is not None and any(t is not None for t in tests):
+        missing = [host for host, t in zip(hosts, tests) if t is None]
+        if missing:
+            raise ProtocolError(f"{missing[0]!r} sent {TAG_EVAL!r} without test scores in the last epoch, "
+                                f"which the other hosts sent")
+        test_scores = combine_scores(_summed(tests), party.X_test, guest.theta)
     history.finish(train_objective=history.records[-1]["train_objective"], y_train=y, train_scores=scores,
                    y_test=party.y_test, test_scores=test_scores)
     return {"history": history, "train_auc": binary_metrics(y, scores)["auc"], "theta": guest.theta,
             "traffic": traffic}
 
 
+def _summed(values: list[Any]) -> Any:
+    """The sum of the hosts' values in their order (the one value itself when there is one host)."""
+    total = values[0]
+    for value in values[1:]:
+        total = total + value
+    return total
+
+
 def _host_scores(payload: Any, host: str, party: Party) -> dict[str, Any]:
-    """The host's evaluation message, checked: its scores on every training row (and test row), finite, and
-    its ||theta_A||^2, finite and not negative."""
+    """A host's evaluation message, checked: its scores on every training row (and test row), finite, and
+    its ||theta_k||^2, finite and not negative."""
     expect.mapping(payload, ("train", "sqnorm", "test"), sender=host, tag=TAG_EVAL)
     expect.vector(payload["train"], sender=host, tag=TAG_EVAL, what="train", length=party.X.shape[0])
     expect.scalar(payload["sqnorm"], sender=host, tag=TAG_EVAL, what="sqnorm", low=0.0)
@@ -1081,26 +1388,33 @@ def _host_scores(payload: Any, host: str, party: Party) -> dict[str, Any]:
     return payload
 
 
-def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, params: ProtocolParams,
-                     masked: bool, n_rows: int, curvature: Curvature | None,
-                     hessian_sample: int | None, layout: Layout | None) -> dict:
+def _arbiter_program(endpoint: Endpoint, party: None, *, hosts: list[str], guest: str, blocks: dict[str, int],
+                     params: ProtocolParams, masked: bool, n_rows: int, curvature: Curvature | None,
+                     hessian_sample: int | None, layout: Layout | None,
+                     checkpoints: Checkpoints | None = None) -> dict:
     """Coordinator C: generates the key pair (the private key never leaves this program) and sends the public
-    key; per mini-batch decrypts the batch loss and the gradients, returns the masked gradients or the steps;
-    every L iterations (SQN) forms a curvature pair; after each epoch FATE's stop flag to A and B.
+    key; per mini-batch decrypts the batch loss and every party's gradient block, returns the masked gradients
+    or the steps; every L iterations (SQN) forms a curvature pair; after each epoch FATE's stop flag to every
+    party.
 
-    C knows only public sizes: the rows per batch follow from the number of rows and ``batch_size``.
-    Returns its own facts: the epoch losses, its public key's length and scheme, the traffic it sent and
-    (SQN) the curvature pairs formed and skipped.
+    C knows only public sizes: the rows per batch follow from the number of rows and ``batch_size``; `blocks`
+    are the parties' coefficient counts. Returns its own facts: the epoch losses, its public key's length and
+    scheme, the traffic it sent and (SQN) the curvature pairs formed and skipped.
     """
     ep = _CountedEndpoint(endpoint)
-    arbiter = ArbiterRole(ep, params=params, host=host, guest=guest, curvature=curvature, layout=layout)
+    resumed = None if checkpoints is None else checkpoints.agree(endpoint)
+    arbiter = ArbiterRole(ep, params=params, hosts=hosts, guest=guest, blocks=blocks, curvature=curvature,
+                          layout=layout)
     arbiter.publish_key()
     ep.take()
     sizes = batch_sizes(n_rows, params.batch_size)
-    losses, traffic = [], []
-    k = 0
+    losses, traffic, k, first, done = [], [], 0, 0, False
+    if resumed is not None:  # a fresh key pair (the old private key was never written); the rest as it was
+        first, state = resumed
+        arbiter.restore(state["role"])
+        losses, traffic, k, done = state["losses"], state["traffic"], int(state["k"]), bool(state["done"])
     try:
-        for epoch in range(params.max_epochs):
+        for epoch in range(first, 0 if done else params.max_epochs):
             eta = params.learning_rate(epoch)
             for size in sizes:
                 k += 1
@@ -1115,8 +1429,11 @@ def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, 
             loss, converged = arbiter.end_epoch()
             losses.append(loss)
             traffic.append(ep.take())
-            log.info("epoch %d/%d: batch loss %.6f%s", epoch + 1, params.max_epochs, loss,
+            log.info("%s: epoch %d/%d: batch loss %.6f%s", ARBITER, epoch + 1, params.max_epochs, loss,
                      " (converged)" if converged else "")
+            if checkpoints is not None:
+                checkpoints.save(epoch + 1, {"role": arbiter.state(), "losses": losses, "traffic": traffic,
+                                             "k": k, "done": converged or epoch + 1 == params.max_epochs})
             if converged:
                 break
     except paillier.EncodingOverflowError as exc:
@@ -1130,31 +1447,34 @@ def _arbiter_program(endpoint: Endpoint, party: None, *, host: str, guest: str, 
 
 def roles(public: Public, params: ProtocolParams, *, rng: np.random.Generator, algorithm: str, masked: bool,
           curvature: Curvature | None = None, hessian_sample: int | None = None) -> list[Role]:
-    """The guest's, the host's and the coordinator's programs, from public facts.
+    """The guest's, every host's and the coordinator's programs, from public facts.
 
     `rng` gives the guest its stream (the batch seed and sampled S_H); `curvature` (SQN) is C's fresh
     quasi-Newton memory; `hessian_sample` is |S_H| of an independent sample (None: S_H = S).
     """
     if masked and curvature is not None:
         raise ValueError("a quasi-Newton coordinator needs the plaintext gradients; masking is for SGD only")
-    guest, host = (p.name for p in split_parties(public.parties, public.evaluator))
-    rows = public.info(guest).train_rows
+    guest_info, host_infos = split_parties(public.parties, public.evaluator)
+    guest, hosts = guest_info.name, [h.name for h in host_infos]
+    rows = guest_info.train_rows
     _check_sizes(params, rows, hessian_sample)
     hessian = 0.0 if curvature is None else (hessian_sample or params.batch_size) / curvature.L
     every = None if curvature is None else curvature.L
-    layout = packing_layout(params, max(params.batch_size, hessian_sample or 0))
+    layout = packing_layout(params, max(params.batch_size, hessian_sample or 0), hosts=len(hosts))
+    blocks = {**{h.name: h.n_features for h in host_infos}, guest: guest_info.n_features + 1}
     return [
         Role(guest, _guest_program, guest,
-             {"host": host, "params": params, "algorithm": algorithm, "rng": rng.spawn(1)[0],
+             {"hosts": hosts, "params": params, "algorithm": algorithm, "rng": rng.spawn(1)[0],
               "masked": masked, "curvature_every": every, "hessian_sample": hessian_sample,
               "hessian_per_iteration": hessian, "layout": layout}),
-        Role(host, _host_program, host,
-             {"guest": guest, "params": params, "masked": masked, "curvature_every": every,
-              "sampled_hessian": hessian_sample is not None, "hessian_per_iteration": hessian,
-              "layout": layout}),
+        *(Role(host, _host_program, host,
+               {"guest": guest, "position": position, "params": params, "masked": masked,
+                "curvature_every": every, "sampled_hessian": hessian_sample is not None,
+                "hessian_per_iteration": hessian, "layout": layout})
+          for position, host in enumerate(hosts)),
         Role(ARBITER, _arbiter_program, None,
-             {"host": host, "guest": guest, "params": params, "masked": masked, "n_rows": rows,
-              "curvature": curvature, "hessian_sample": hessian_sample, "layout": layout}),
+             {"hosts": hosts, "guest": guest, "blocks": blocks, "params": params, "masked": masked,
+              "n_rows": rows, "curvature": curvature, "hessian_sample": hessian_sample, "layout": layout}),
     ]
 
 
@@ -1164,39 +1484,48 @@ def assemble(public: Public, params: ProtocolParams, results: dict[str, Any], *,
 
     Per epoch ``loss`` (C's decrypted mean batch loss), ``train_objective`` (the project's l2-logistic
     objective of the current model, from the evaluation messages), ``taylor_objective``, ``eta``, cumulative
-    ``iterations``, ``seconds`` and the epoch's training traffic (A<->B and with C, as every party counted
-    its own sends; setup excluded). Final metrics add the traffic per iteration next to the poster's
-    formulas; the (empty) privacy ledger says what crosses how.
+    ``iterations``, ``seconds`` and the epoch's training traffic (guest<->hosts, "ab", and with C, as every
+    party counted its own sends; setup excluded). Final metrics add the traffic per iteration, next to the
+    poster's formulas with one host; the weights of every party's block are in ``extra["weights"]`` (hosts
+    in order, then the guest); the (empty) privacy ledger says what crosses how.
     """
-    guest, host = (p.name for p in split_parties(public.parties, public.evaluator))
-    g, h, c = results[guest], results[host], results[ARBITER]
+    guest_info, host_infos = split_parties(public.parties, public.evaluator)
+    guest, hosts = guest_info.name, [h.name for h in host_infos]
+    g, c = results[guest], results[ARBITER]
+    hs = [results[host] for host in hosts]
     history: History = g["history"]
     records, history.records = history.records, []
-    for record, loss, *sent in zip(records, c["losses"], g["traffic"], h["traffic"], c["traffic"],
-                                   strict=True):
+    for record, loss, *sent in zip(records, c["losses"], g["traffic"], *(h["traffic"] for h in hs),
+                                   c["traffic"], strict=True):
         traffic = {key: sum(s[key] for s in sent) for key in _no_traffic()}
         history.log(epoch=record["epoch"], loss=loss, **{k: v for k, v in record.items() if k != "epoch"},
                     **traffic)
     records = history.records
     iterations = records[-1]["iterations"]
-    n_params = len(h["theta"]) + len(g["theta"])
+    n_params = sum(len(h["theta"]) for h in hs) + len(g["theta"])
 
     def per_iteration(key: str) -> float:
         return sum(r[key] for r in records) / iterations
 
     s = params.batch_size
-    if curvature_every is None:
-        poster_ab, poster_arbiter = 3 * s, 2 * n_params
-    else:
-        s_h = hessian_sample or s
-        poster_ab, poster_arbiter = 3 * s + 2 * s_h / curvature_every, (2 + 1 / curvature_every) * n_params
+    # The poster counts one host: 3|S| (+ 2|S_H|/L) between A and B and (2 [+ 1/L]) n with C. With more hosts
+    # its formulas do not apply (each host adds its own 3|S|, and the cross terms |S| + 1 from the second on),
+    # so they are left out; the measured counts above are the run's own either way.
+    poster = {}
+    if len(hosts) == 1:
+        if curvature_every is None:
+            poster_ab, poster_arbiter = 3 * s, 2 * n_params
+        else:
+            s_h = hessian_sample or s
+            poster_ab, poster_arbiter = 3 * s + 2 * s_h / curvature_every, (2 + 1 / curvature_every) * n_params
+        poster = dict(poster_ab_per_iteration=poster_ab, poster_arbiter_per_iteration=poster_arbiter)
     key = c["public_key"]
     # DESIGN 6: a key shorter than the default is allowed only with a warning in the run's metrics.
     warning = {}
     if key["encrypted"] and key["bits"] < paillier.DEFAULT_KEY_BITS:
         warning["key_warning"] = (f"{key['bits']}-bit Paillier key, below the default "
                                   f"{paillier.DEFAULT_KEY_BITS}")
-    layout = packing_layout(params, max(params.batch_size, hessian_sample or 0))
+    layout = packing_layout(params, max(params.batch_size, hessian_sample or 0), hosts=len(hosts))
     history.final.update(
         packing_slots=1 if layout is None else layout.slots,
         loss=records[-1]["loss"], taylor_objective=records[-1]["taylor_objective"], train_auc=g["train_auc"],
@@ -1206,15 +1535,16 @@ def assemble(public: Public, params: ProtocolParams, results: dict[str, Any], *,
         ab_ciphertexts_per_iteration_unpacked=per_iteration("ab_ciphertexts_unpacked"),
         ab_bytes_per_iteration=per_iteration("ab_bytes"),
         arbiter_ciphertexts_per_iteration=per_iteration("arbiter_ciphertexts"),
-        arbiter_bytes_per_iteration=per_iteration("arbiter_bytes"),
-        poster_ab_per_iteration=poster_ab, poster_arbiter_per_iteration=poster_arbiter, **warning)
+        arbiter_bytes_per_iteration=per_iteration("arbiter_bytes"), **poster, **warning)
     if c["curvature"] is not None:
         history.final.update(curvature_pairs=c["curvature"]["formed"],
                              curvature_skipped=c["curvature"]["skipped"])
     history.extra.update(
-        weights={host: np.asarray(h["theta"]).tolist(), guest: np.asarray(g["theta"]).tolist()},
+        weights={**{host: np.asarray(h["theta"]).tolist() for host, h in zip(hosts, hs)},
+                 guest: np.asarray(g["theta"]).tolist()},
         public_key={"bits": key["bits"], "scheme": key["scheme"]},
-        roles={"host": host, "guest": guest, "arbiter": ARBITER})
+        roles={"host": hosts[0], "guest": guest, "arbiter": ARBITER} if len(hosts) == 1
+        else {"hosts": hosts, "guest": guest, "arbiter": ARBITER})
     view = "masked gradients and the batch losses" if masked else "the gradients, steps and batch losses"
     if key["encrypted"]:
         history.ledger.notes.append(
@@ -1244,9 +1574,10 @@ def _check_sizes(params: ProtocolParams, rows: int, hessian_sample: int | None) 
 _P = TypeVar("_P", Party, PartyInfo)
 
 
-def split_parties(parties: Sequence[_P], evaluation: _P | None = None) -> tuple[_P, _P]:
-    """(guest, host) of a two-party vertical split; a :class:`~ppml.config.ParamError` naming the
-    experiment's ``dataset`` key for anything else (the data the params chose does not fit the protocol).
+def split_parties(parties: Sequence[_P], evaluation: _P | None = None) -> tuple[_P, list[_P]]:
+    """(guest, hosts) of a vertical split: the one label holder and every other party, in their order; a
+    :class:`~ppml.config.ParamError` naming the experiment's ``dataset`` key for anything else (the data the
+    params chose does not fit the protocol).
 
     The one check of the split, for a :class:`~ppml.parties.Party` as for the public
     :class:`~ppml.runtime.PartyInfo` (what :func:`roles` and :func:`assemble` get, and on Ray
@@ -1262,31 +1593,31 @@ def split_parties(parties: Sequence[_P], evaluation: _P | None = None) -> tuple[
                         f"{[p.name for p in holders]} among parties {names}")
     guest = holders[0]
     hosts = [p for p in parties if p is not guest]
-    if len(hosts) != 1:
-        fail("dataset", f"must have two parties for the Paillier protocols, one guest (labels) and one host, "
-                        f"got {len(parties)} parties {names}")
-    host = hosts[0]
-    if host.n_samples != guest.n_samples:
-        fail("dataset", f"must have aligned parties, got {guest.name} with {guest.n_samples} rows and "
-                        f"{host.name} with {host.n_samples}")
-    if ARBITER in (guest.name, host.name):
+    if not hosts:
+        fail("dataset", f"must have at least two parties for the Paillier protocols, one guest (labels) and one "
+                        f"or more hosts, got {len(parties)} parties {names}")
+    for host in hosts:
+        if host.n_samples != guest.n_samples:
+            fail("dataset", f"must have aligned parties, got {guest.name} with {guest.n_samples} rows and "
+                            f"{host.name} with {host.n_samples}")
+    if ARBITER in names:
         fail("dataset", f"must not name a party {ARBITER!r} (the coordinator's address), got parties {names}")
-    return guest, host
+    return guest, hosts
 
 
 def check_data(parties: Sequence[_P], params: ProtocolParams, *, evaluation: _P | None = None,
-               hessian_sample: int | None = None) -> tuple[_P, _P]:
-    """(guest, host) after the checks of the params against the data, each a ParamError naming the key."""
-    guest, host = split_parties(parties, evaluation)
+               hessian_sample: int | None = None) -> tuple[_P, list[_P]]:
+    """(guest, hosts) after the checks of the params against the data, each a ParamError naming the key."""
+    guest, hosts = split_parties(parties, evaluation)
     _check_sizes(params, guest.n_samples, hessian_sample)
-    return guest, host
+    return guest, hosts
 
 
 def make_network(parties: Sequence[Party | PartyInfo], params: ProtocolParams | None = None, *,
                  hessian_sample: int | None = None, capture: bool = False) -> Network:
-    """A network over [guest, host, arbiter], after :func:`check_data` when `params` are given."""
+    """A network over [guest, hosts..., arbiter], after :func:`check_data` when `params` are given."""
     if params is None:
-        guest, host = split_parties(parties)
+        guest, hosts = split_parties(parties)
     else:
-        guest, host = check_data(parties, params, hessian_sample=hessian_sample)
-    return Network([guest.name, host.name, ARBITER], capture=capture)
+        guest, hosts = check_data(parties, params, hessian_sample=hessian_sample)
+    return Network([guest.name, *(h.name for h in hosts), ARBITER], capture=capture)

@@ -10,8 +10,9 @@ Nocedal and Singer:
 - every party (and C, on the sum of the steps it issued) sums its iterates over windows of L iterations;
   at k mod L = 0 the window average w_t closes and, from the second window on, s_t = w_t - w_{t-1};
 - the Hessian-vector product y_t = (1/|S_H|) sum_{i in S_H} x_i x_i^T s_t / 4 + lam s_t (the Taylor loss's
-  Hessian is x x^T / 4, independent of the model) is computed encrypted: A sends [X_A s_A] on S_H to B,
-  B returns [h] = [(X_A s_A + X_B s_B)/4] re-randomized, both send X^T [h] + |S_H| lam s to C;
+  Hessian is x x^T / 4, independent of the model) is computed encrypted: every host A_k sends [X_k s_k] on
+  S_H to B, B returns [h] = [(sum_k X_k s_k + X_B s_B)/4] to every host, re-randomized for each, and every
+  party sends X^T [h] + |S_H| lam s to C, which concatenates the blocks (hosts in order, then B);
 - C keeps the last M pairs and applies H_t to g by the two-loop recursion (Algorithm 2's H_t, initial
   scaling s_t^T y_t / y_t^T y_t from the newest pair; FATE keeps the dense matrix instead, which is the same
   operator). A pair with s^T y <= 1e-10 ||s|| ||y|| would be skipped and counted (it cannot happen for the
@@ -19,9 +20,10 @@ Nocedal and Singer:
 
 S_H = S (``S_H: null``, the poster's Table 1 setting) uses the batch of iteration k; an integer draws an
 independent uniform sample of that size at B (Byrd et al.; FATE's sample_size), whose row indices B sends
-to A. Per iteration A and B then exchange 3|S| + 2|S_H|/L ciphertexts (the poster's count, with
-``host_squares: rows``; plus A's one penalty ciphertext) and C receives (1 + 1/L) n + 1 and returns n
-values, the poster's (2 + 1/L) n with n the number of model coefficients.
+to every host. With one host, per iteration A and B then exchange 3|S| + 2|S_H|/L ciphertexts (the poster's
+count, with ``host_squares: rows``; plus A's one penalty ciphertext) and C receives (1 + 1/L) n + 1 and
+returns n values, the poster's (2 + 1/L) n with n the number of model coefficients. With K hosts each host
+exchanges as much with B, plus |S| + 1 for the loss's cross terms from the second host on.
 
 Threat model: as in :mod:`ppml.algorithms._hetero_lr`; C must see the plaintext gradient to apply H, so no
 masks (as in FATE): C learns the gradients, the steps and hence the model up to its zero start.
@@ -58,46 +60,52 @@ __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "roles", "assem
 
 MESSAGES: tuple[dict[str, str], ...] = (
     {"tag": "public_key", "src": "arbiter", "dst": "guest, host",
-     "content": "Paillier public key (n, scheme, DJN base), once", "protection": "public"},
+     "content": "Paillier public key (n, scheme, DJN base), once, to the guest and every host",
+     "protection": "public"},
     {"tag": "batch_seed", "src": "guest", "dst": "host",
-     "content": "seed of the shared partition into mini-batches, once",
+     "content": "seed of the shared partition into mini-batches, once, to every host",
      "protection": "none (row order only)"},
     {"tag": "host_forward", "src": "host", "dst": "guest",
-     "content": "[u_A] = [X_A theta_A] on the batch: |S| ciphertexts", "protection": "Paillier"},
+     "content": "[u_k] = [X_k theta_k] on the batch, from every host k: |S| ciphertexts",
+     "protection": "Paillier"},
     {"tag": "host_loss", "src": "host", "dst": "guest",
-     "content": "[u_A,i^2] per row (|S|) or [sum u_A,i^2] (1), and [lam/2 ||theta_A||^2] (1)",
+     "content": "[u_k,i^2] per row (|S|) or [sum u_k,i^2] (1), and [lam/2 ||theta_k||^2] (1), from every host",
      "protection": "Paillier"},
     {"tag": "fore_gradient", "src": "guest", "dst": "host",
-     "content": "[d] = [u_A/4 + u_B/4 - y/2]: |S| ciphertexts", "protection": "Paillier, re-randomized"},
+     "content": "[d] = [sum_k u_k/4 + u_B/4 - y/2] to every host: |S| ciphertexts",
+     "protection": "Paillier, re-randomized for each host"},
     {"tag": "batch_loss", "src": "guest", "dst": "arbiter",
      "content": "[s l_S], the batch's Taylor loss plus penalty times s: 1 ciphertext",
      "protection": "Paillier (C decrypts: C learns the loss)"},
+    *_hetero_lr.CROSS_MESSAGES,
     {"tag": "host_gradient", "src": "host", "dst": "arbiter",
-     "content": "[X_A^T d + s lam theta_A]: d_A ciphertexts",
-     "protection": "Paillier (C decrypts: C learns g_A)"},
+     "content": "[X_k^T d + s lam theta_k] from every host k: d_k ciphertexts",
+     "protection": "Paillier (C decrypts: C learns g_k)"},
     {"tag": "guest_gradient", "src": "guest", "dst": "arbiter",
      "content": "[X_B^T d + s lam theta_B] (intercept included): d_B + 1 ciphertexts",
      "protection": "Paillier (C decrypts: C learns g_B)"},
     {"tag": "host_step", "src": "arbiter", "dst": "host",
-     "content": "A's block of eta_e g (k <= 2L) or eta_e H g", "protection": "none"},
+     "content": "host k's block of eta_e g (k <= 2L) or eta_e H g, to every host",
+     "protection": "none"},
     {"tag": "guest_step", "src": "arbiter", "dst": "guest",
      "content": "B's block of eta_e g (k <= 2L) or eta_e H g", "protection": "none"},
     {"tag": "hessian_rows", "src": "guest", "dst": "host",
-     "content": "row indices of S_H, every L iterations (only when S_H is sampled)",
+     "content": "row indices of S_H, every L iterations (only when S_H is sampled), to every host",
      "protection": "none (row order only)"},
     {"tag": "host_hessian_forward", "src": "host", "dst": "guest",
-     "content": "[X_A s_A] on S_H, every L iterations: |S_H| ciphertexts", "protection": "Paillier"},
+     "content": "[X_k s_k] on S_H from every host k, every L iterations: |S_H| ciphertexts",
+     "protection": "Paillier"},
     {"tag": "hessian_fore", "src": "guest", "dst": "host",
-     "content": "[h] = [(X_A s_A + X_B s_B)/4] on S_H: |S_H| ciphertexts",
-     "protection": "Paillier, re-randomized"},
+     "content": "[h] = [(sum_k X_k s_k + X_B s_B)/4] on S_H, to every host: |S_H| ciphertexts",
+     "protection": "Paillier, re-randomized for each host"},
     {"tag": "host_hessian_vector", "src": "host", "dst": "arbiter",
-     "content": "[X_A^T h + |S_H| lam s_A]: d_A ciphertexts",
-     "protection": "Paillier (C decrypts: C learns y_A)"},
+     "content": "[X_k^T h + |S_H| lam s_k] from every host k: d_k ciphertexts",
+     "protection": "Paillier (C decrypts: C learns y_k)"},
     {"tag": "guest_hessian_vector", "src": "guest", "dst": "arbiter",
      "content": "[X_B^T h + |S_H| lam s_B]: d_B + 1 ciphertexts",
      "protection": "Paillier (C decrypts: C learns y_B)"},
     {"tag": "converged", "src": "arbiter", "dst": "guest, host",
-     "content": "stop flag after each epoch", "protection": "none"},
+     "content": "stop flag after each epoch, to the guest and every host", "protection": "none"},
 )
 
 #: evaluation traffic, counted apart (see :data:`ppml.algorithms._hetero_lr.SIDE_MESSAGES`)
@@ -182,6 +190,13 @@ class QuasiNewton:
         self.formed += 1
         return True
 
+    def restore(self, *, pairs: list, formed: int, skipped: int) -> None:
+        """The memory as a checkpoint holds it: the stored pairs (oldest first) and the counts."""
+        self._pairs.clear()
+        for s, y in pairs:
+            self._pairs.append((np.asarray(s, dtype=np.float64), np.asarray(y, dtype=np.float64)))
+        self.formed, self.skipped = int(formed), int(skipped)
+
     def direction(self, gradient: np.ndarray, k: int) -> np.ndarray:
         """g for k <= 2L (or while no pair is stored), else H_t g."""
         if k <= 2 * self.L or not self._pairs:
@@ -191,20 +206,20 @@ class QuasiNewton:
 
 def network_for(parties: list[Party], params: Params, *, rng: np.random.Generator,
                 capture: bool = False) -> Network:
-    """The network over the guest, the host and the coordinator ``arbiter``.
+    """The network over the guest, the hosts and the coordinator ``arbiter``.
 
     Raises
     ------
     ppml.config.ParamError
         When the data do not fit the params (:func:`ppml.algorithms._hetero_lr.check_data`): not one guest
-        with labels and one host, or a batch or S_H larger than the training rows.
+        with labels and at least one host, or a batch or S_H larger than the training rows.
     """
     return _hetero_lr.make_network(parties, params, hessian_sample=params.S_H, capture=capture)
 
 
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network | None = None
           ) -> list[Role]:
-    """The guest's, the host's and the coordinator's programs; C starts with an empty curvature memory."""
+    """The guest's, every host's and the coordinator's programs; C starts with an empty curvature memory."""
     return _hetero_lr.roles(public, params, rng=rng, algorithm="paillier_sqn", masked=False,
                             curvature=QuasiNewton(L=params.L, M=params.M), hessian_sample=params.S_H)
 
@@ -217,12 +232,12 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
 
 def fit(parties: list[Party], network: Network, params: Params, *, rng: np.random.Generator,
         evaluation: Party | None = None) -> History:
-    """Train by encrypted stochastic quasi-Newton on the Taylor loss, the three role programs in this process.
+    """Train by encrypted stochastic quasi-Newton on the Taylor loss, every role program in this process.
 
     Parameters
     ----------
     parties : list of Party
-        The guest (labels) and the host, aligned by id.
+        The guest (labels) and one or more hosts, aligned by id.
     network : Network
         From :func:`network_for`.
     params : Params

@@ -20,15 +20,18 @@ non-negative): each cross term is then hidden statistically, within 2^-mask_bits
 and the decrypting party reads slot t - 1 alone (:meth:`Layout.read`). In the masked gradient mode of Hardy
 et al. the wanted slot is masked too, by a mask its sender keeps.
 
-Widths. Packed values stay below 2^VALUE_INT_BITS, checked by the party that packs them; the protocols add two
-such values at most and scale by 1/4 (2 more fractional bits), so packed integers stay below 2^input_bits,
-input_bits = value_frac_bits + 2 + VALUE_INT_BITS + 1. Factors stay below 2^FACTOR_INT_BITS
-(factor_bits = frac_bits + FACTOR_INT_BITS as integers), over at most ``rows`` rows, so every product
-slot holds less than 2^value_bits in magnitude with value_bits = input_bits + factor_bits + ceil(log2 rows) + 1;
-a slot is B = value_bits + mask_bits + 2 bits wide, and the product's 2t - 1 slots fit the safe range of a
-key while (2t - 1) B <= key_bits - GUARD_BITS. Every party checks its own values against these bounds before
-packing (:meth:`Layout.pack`), so an out-of-range value is refused at its source, named, instead of spilling
-silently into a neighbour's slot.
+Widths. Packed values stay below 2^VALUE_INT_BITS, checked by the party that packs them; the protocols add
+at most ``addends`` such values (two with one host: [d] = [u_A]/4 + u_B/4 - y/2; K + 1 with K hosts) and scale
+by 1/4 (2 more fractional bits), so packed integers stay below 2^input_bits,
+input_bits = value_frac_bits + 2 + VALUE_INT_BITS + ceil(log2 addends). Factors stay below 2^FACTOR_INT_BITS
+(factor_bits = frac_bits + FACTOR_INT_BITS as integers), over at most ``rows`` rows, and at most ``products``
+such products are added before a result is masked (one with one host; the batch loss of K hosts adds K), so
+every product slot holds less than 2^value_bits in magnitude with
+value_bits = input_bits + factor_bits + ceil(log2 rows) + ceil(log2 products) + 1; a slot is
+B = value_bits + mask_bits + 2 bits wide, and the product's 2t - 1 slots fit the safe range of a key while
+(2t - 1) B <= key_bits - GUARD_BITS. The defaults (two addends, one product) are the one-host protocols'.
+Every party checks its own values against these bounds before packing (:meth:`Layout.pack`), so an
+out-of-range value is refused at its source, named, instead of spilling silently into a neighbour's slot.
 
 Threat model: the key stays the same (2048-bit by default); what changes is how the slots a decrypting party
 does not need are protected: by statistical masks of ``mask_bits`` bits (distance 2^-mask_bits per slot)
@@ -218,38 +221,44 @@ class Layout:
         return out
 
 
-def _layout(slots: int, *, input_bits: int, factor_bits: int, rows: int, mask_bits: int) -> Layout:
-    value_bits = input_bits + factor_bits + max(1, math.ceil(math.log2(max(rows, 2)))) + 1
+def _layout(slots: int, *, value_frac_bits: int, frac_bits: int, rows: int, mask_bits: int, addends: int,
+            products: int) -> Layout:
+    if addends < 1 or products < 1:
+        raise ValueError(f"a packed layout needs addends >= 1 and products >= 1, got {addends} and {products}")
+    input_bits = value_frac_bits + 2 + VALUE_INT_BITS + math.ceil(math.log2(addends))
+    value_bits = (input_bits + frac_bits + FACTOR_INT_BITS + max(1, math.ceil(math.log2(max(rows, 2))))
+                  + math.ceil(math.log2(products)) + 1)
     return Layout(slots=slots, width=value_bits + mask_bits + 2, input_bits=input_bits, value_bits=value_bits,
                   mask_bits=mask_bits)
 
 
-def max_slots(*, key_bits: int, value_frac_bits: int, frac_bits: int, rows: int, mask_bits: int) -> int:
+def max_slots(*, key_bits: int, value_frac_bits: int, frac_bits: int, rows: int, mask_bits: int,
+              addends: int = 2, products: int = 1) -> int:
     """The largest t whose packed products fit the safe range of a `key_bits` key (0 if none does)."""
-    probe = _layout(1, input_bits=value_frac_bits + 2 + VALUE_INT_BITS + 1, factor_bits=frac_bits + FACTOR_INT_BITS,
-                    rows=rows, mask_bits=mask_bits)
+    probe = _layout(1, value_frac_bits=value_frac_bits, frac_bits=frac_bits, rows=rows, mask_bits=mask_bits,
+                    addends=addends, products=products)
     return max(0, ((key_bits - GUARD_BITS) // probe.width + 1) // 2)
 
 
 def layout_for(slots: int, *, key_bits: int, value_frac_bits: int, frac_bits: int, rows: int,
-               mask_bits: int) -> Layout:
+               mask_bits: int, addends: int = 2, products: int = 1) -> Layout:
     """The layout of `slots` values per ciphertext for the given encoding, after checking that it fits.
 
     Packed inputs carry ``value_frac_bits + 2`` fractional bits at most (the protocols scale a packed value
-    by 1/4 once, as 2 more fractional bits) and are sums of at most two checked values.
+    by 1/4 once, as 2 more fractional bits) and are sums of at most `addends` checked values; at most
+    `products` packed products are added before one is masked (see the module docstring).
 
     Raises
     ------
     ValueError
         When 2t - 1 slots do not fit the safe range of a `key_bits` key (the message says the largest t).
     """
-    layout = _layout(slots, input_bits=value_frac_bits + 2 + VALUE_INT_BITS + 1,
-                     factor_bits=frac_bits + FACTOR_INT_BITS, rows=rows, mask_bits=mask_bits)
+    layout = _layout(slots, value_frac_bits=value_frac_bits, frac_bits=frac_bits, rows=rows, mask_bits=mask_bits,
+                     addends=addends, products=products)
     if slots < 1 or layout.product_bits > key_bits - GUARD_BITS:
         best = max_slots(key_bits=key_bits, value_frac_bits=value_frac_bits, frac_bits=frac_bits, rows=rows,
-                         mask_bits=mask_bits)
+                         mask_bits=mask_bits, addends=addends, products=products)
         raise ValueError(f"{slots} values per ciphertext need {2 * slots - 1} slots of {layout.width} bits "
                          f"({layout.product_bits} bits), beyond the {key_bits - GUARD_BITS}-bit safe range "
                          f"of a {key_bits}-bit key; at most {best} fit")
     return layout
-

@@ -87,7 +87,7 @@ class _NetworkFailure(Exception):
 
 def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: str | Path | None = None,
                      timeout: float = DEFAULT_TIMEOUT, source: str = "registry",
-                     path: str | Path | None = None,
+                     path: str | Path | None = None, files_of: str | None = None,
                      registry: Mapping[str, Dataset] | None = None) -> dict[str, Any]:
     """Put dataset `key`'s verified files under `out_dir` and write ``out_dir/status.json``.
 
@@ -108,6 +108,9 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
         file at `path`, copied to ``out_dir/`` :data:`USER_FILE`.
     path : path, optional
         The user's file (``datasets.<key>.path``); required for, and only for, ``source="user"``.
+    files_of : str, optional
+        Registry data only: the registry key whose files to put in place (``datasets.<key>.files_of``, another
+        split of the same files); by default `key` itself. The status records it.
     registry : mapping, optional
         Registry to look `key` up in (tests pass their own).
 
@@ -136,6 +139,8 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
     if (path is None) == (source == "user"):
         raise DownloadError(f"dataset {key!r}: a path is needed for, and only for, source 'user' "
                             f"(source {source!r}, path {path!r})")
+    if files_of is not None and source != "registry":
+        raise DownloadError(f"dataset {key!r}: files_of is only for registry data (source {source!r})")
     out_dir = Path(out_dir)
     status_path = out_dir / STATUS_FILE
     status_path.unlink(missing_ok=True)  # a stale status would vouch for files this call may not deliver
@@ -147,7 +152,7 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
     if source == "user":
         return _copy_user_file(key, Path(path), out_dir, required=required)
     try:
-        dataset = get_dataset(key, registry)
+        dataset = get_dataset(files_of or key, registry)
     except KeyError as exc:
         raise DownloadError(exc.args[0]) from None
     if mirror is not None and not Path(mirror).is_dir():
@@ -187,6 +192,7 @@ def download_dataset(key: str, out_dir: str | Path, *, required: bool, mirror: s
     log.info("%s: all %d files verified (from %s)", key, len(origins),
              "+".join(sorted(set(origins.values()))))
     status = {"dataset": key, "available": True, "synthetic": False, "source": "registry",
+              **({} if files_of is None else {"files_of": files_of}),
               "files": {f.name: f.sha256 for f in dataset.files}}
     write_json(status_path, status)
     return status

@@ -17,7 +17,8 @@ the intersection and the message sizes are not), and is written to a temporary d
 the output directory only when complete.
 
 Readers, one per source format (``datasets.<key>.reader``); file names follow the dataset key as in
-:mod:`ppml.data.sources`:
+:mod:`ppml.data.sources` (or the registry key ``datasets.<key>.files_of`` names, for another split of the same
+files):
 
 - ``libsvm``: ``<key>`` and ``<key>.t`` (a9a / a9a.t), sparse; the second file is the test set.
 - ``nips2003``: ``<key>_{train,valid}.{data,labels}`` (GISETTE, MADELON, ARCENE); validation = test set.
@@ -27,7 +28,8 @@ Readers, one per source format (``datasets.<key>.reader``); file names follow th
   so this leaks nothing about any agent's rows. 45222 records, 104 columns.
 - ``fate_hetero``: FATE's ``fate/<key>_hetero_guest.csv`` (``id, y, x0..``) and
   ``fate/<key>_hetero_host.csv`` (``id, x0..``), joined by id into one table and dealt out again like
-  every other dataset; the split must be FATE's (guest columns, host columns). Values are kept as FATE
+  every other dataset; the split must be FATE's (guest columns, host columns), or divide a file's columns
+  among consecutive parties (Credit 1 to a guest and two hosts: 13, 5, 5). Values are kept as FATE
   distributes them (z-scored over all rows).
 - ``give_credit``: ``cs-training.csv`` turned into FATE's give_credit features by FATE's recipe (the FATE
   hetero files themselves are not public): columns in FATE's order (guest: open credit lines, 90 days
@@ -75,6 +77,7 @@ from ppml.data.download import USER_FILE, read_status
 from ppml.data.normalize import HORIZONTAL, VERTICAL, ZSCORE_BOUND, NotZScoredError, collapse
 from ppml.data.partition import Table, deal_rows, stratified_test_mask, vertical_holdings
 from ppml.data.prepared import MANIFEST, DataUnavailable
+from ppml.data.sources import DATASETS
 from ppml.data.synthetic import logistic_dataset
 from ppml.io import save_party, write_json
 from ppml.network import Network
@@ -265,6 +268,10 @@ class DatasetParams:
     reader : str
         How the files are read: a key of :data:`READERS` other than ``synthetic``; ``user_csv`` for, and
         only for, user data. Omitted for synthetic data.
+    files_of : str
+        Registry data only, optional: the registry entry (:data:`ppml.data.sources.DATASETS`) whose files
+        this dataset downloads and reads, for another split of the same data (``default_credit_2h``: Credit 1
+        dealt to a guest and two hosts reads ``default_credit``'s files); by default the dataset's own key.
     n : int
         Synthetic only: number of rows (the number of columns is ``sum(split)``).
     path : str
@@ -311,6 +318,7 @@ class DatasetParams:
     required: bool = True
     source: Literal["registry", "synthetic", "user"] = "registry"
     reader: Literal["libsvm", "nips2003", "adult", "fate_hetero", "give_credit", "user_csv"] | None = None
+    files_of: str | None = None
     n: int | None = field(default=None, metadata={"gt": 0})
     path: str | None = None
     label_column: str | None = None
@@ -361,6 +369,12 @@ class DatasetParams:
                 fail("reader", f"is required for {self.source} data (one of {choices})")
             if self.n is not None:
                 fail("n", "is only for synthetic data")
+        if self.files_of is not None:
+            if self.source != "registry":
+                fail("files_of", f"is only for registry data, got {self.files_of!r} with source {self.source!r}")
+            if self.files_of not in DATASETS:
+                fail("files_of", f"must be a registry dataset ({', '.join(sorted(DATASETS))}), "
+                                 f"got {self.files_of!r}")
         if (self.reader == "user_csv") != (self.source == "user"):
             fail("reader", f"must be user_csv for, and only for, source user; got reader {self.reader!r} "
                            f"with source {self.source!r}")
@@ -501,13 +515,14 @@ def prepare_dataset(key: str, params: DatasetParams, raw_dir: str | Path, out_di
             raise DataUnavailable(f"dataset {key!r} is required, but {raw_dir / 'status.json'} says it is "
                                   f"unavailable: {reason}")
         log.warning("%s: unavailable (%s); writing a manifest that says so", key, reason)
-        manifest.update(reason=reason, params=flat_fields(params))
+        manifest.update(reason=reason, params=manifest_params(params))
         with staging_dir(out_dir) as staging:
             write_json(staging / MANIFEST, manifest)
         return manifest
 
     data_rng, dealing_rng = rng.spawn(2)
-    table = params.loader.load(raw_dir, key=key, params=params, rng=data_rng)
+    # file names follow the registry key whose files these are (the dataset's own unless files_of says)
+    table = params.loader.load(raw_dir, key=params.files_of or key, params=params, rng=data_rng)
     log.info("%s: %d rows x %d columns read", key, *table.X.shape)
     manifest.update(partition=params.partition,
                     source={"source": params.source, "reader": params.reader, "rows": int(table.X.shape[0]),
@@ -519,16 +534,37 @@ def prepare_dataset(key: str, params: DatasetParams, raw_dir: str | Path, out_di
         except NormalizationError as exc:
             raise NormalizationError(f"dataset {key!r}, {exc}") from None
         manifest.update(normalization={"method": params.normalize},
-                        seed=_seed_of(rng), params=flat_fields(params))
+                        seed=_seed_of(rng), params=manifest_params(params))
         write_json(staging / MANIFEST, manifest)
     return manifest
 
 
+def manifest_params(params: DatasetParams) -> dict[str, Any]:
+    """The dataset's parameters as its manifest records them; ``files_of`` only when set, so that the
+    manifest of a dataset that reads its own files stays what it was before the key existed."""
+    fields = flat_fields(params)
+    if fields["files_of"] is None:
+        del fields["files_of"]
+    return fields
+
+
+def _check_blocks(split: tuple[int, ...], blocks: tuple[int, ...] | None) -> None:
+    """A source split by party (FATE's guest and host files) may be dealt to more parties than it has files,
+    each file's columns divided among consecutive parties (Credit 1's host file of 10 to two hosts of 5: split
+    [13, 5, 5]), but no party may hold columns of two files: every boundary between files must be one between
+    parties."""
+    if blocks is None:
+        return
+    ends = set(np.cumsum(split).tolist())
+    if sum(split) != sum(blocks) or not set(np.cumsum(blocks).tolist()) <= ends:
+        raise ValueError(f"split {list(split)} does not match the source's own party files, which hold "
+                         f"{list(blocks)} columns: each file's columns must go to one or more consecutive "
+                         f"parties, in the files' order")
+
+
 def _prepare_vertical(table: Table, params: DatasetParams, staging: Path, *,
                       rng: np.random.Generator) -> dict[str, Any]:
-    if table.blocks is not None and tuple(params.split) != table.blocks:
-        raise ValueError(f"split {list(params.split)} does not match the source's own party files, "
-                         f"which hold {list(table.blocks)} columns")
+    _check_blocks(tuple(params.split), table.blocks)
     holding_rng, split_rng = rng.spawn(2)
     holdings = vertical_holdings(table, parties=params.parties, split=params.split,
                                  private_fraction=params.private_fraction, rng=holding_rng)

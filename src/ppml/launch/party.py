@@ -37,6 +37,7 @@ from typing import Any
 
 from ppml.config import ParamError, all_experiments, load_params, section
 from ppml.io import write_json
+from ppml.launch.checkpoint import Checkpoints
 from ppml.launch.model import (LINEAR_BLOCKS, MODEL_TAGS, block_sha256, exchange_digests, model_block,
                                normalization_of, write_model)
 from ppml.network import grpc_links, tls_links  # noqa: F401 - they register the carriers ``links`` may name
@@ -166,8 +167,11 @@ def own_shard(data_dir: Path, manifest: dict[str, Any], shard: str) -> Path:
 
 def run_party(*, experiment: str, party: str, peers_file: str | Path, params_file: str | Path,
               data_dir: str | Path | None, out_dir: str | Path | None, result_file: str | Path | None = None,
-              connect_timeout: float = CONNECT_TIMEOUT) -> list[dict[str, Any]]:
+              connect_timeout: float = CONNECT_TIMEOUT, resume: bool = False) -> list[dict[str, Any]]:
     """Run party `party` of `experiment` for every seed; returns its output per seed (see :func:`run_program`).
+
+    The Paillier protocols' parties checkpoint every epoch under `out_dir` (:mod:`ppml.launch.checkpoint`); with
+    `resume` they continue from the latest epoch every party holds.
 
     Raises
     ------
@@ -177,6 +181,7 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         A peer that cannot be reached, is not who the peers file says, failed or broke its link.
     """
     from ppml.algorithms import make_network
+    from ppml.algorithms._hetero_lr import ARBITER
     from ppml.data.prepared import load_shard
     from ppml.experiment import check_delta, experiment_params
     from ppml.privacy.noise import run_generator
@@ -223,6 +228,11 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
             facts = {**param_facts(block, seed), **data_facts(manifest),
                      **shard_facts(shard, manifest.get("partition"))}
         session = session_of(experiment, block, seed, index)
+        checkpoints = None
+        if block["algorithm"] in LINEAR_BLOCKS:  # refused before linking when they are another run's
+            checkpoints = Checkpoints(out, session=session, party=party, seed_index=index, arbiter=ARBITER,
+                                      peers=[n for n in names if n != party], resume=resume)
+            checkpoints.check_own()
         net = PeerNetwork(party, names, network.edges, timeout)
         links = make_links(block.get("links", "tls"), net, peers.credentials, peers.identities,
                            listen=peers.listen, session=session, pairs=network.edges,
@@ -235,9 +245,11 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
             links.close(error=str(exc)[:300], timeout=1.0)
             raise
         program, kwargs = role.program, role.kwargs
+        if checkpoints is not None:
+            kwargs = {**kwargs, "checkpoints": checkpoints}
         keeps = block["algorithm"] in LINEAR_BLOCKS and shard is not None
         if keeps:
-            program, kwargs = keep_block, {"program": role.program, "kwargs": role.kwargs, "spec": {
+            program, kwargs = keep_block, {"program": role.program, "kwargs": kwargs, "spec": {
                 "experiment": experiment, "algorithm": block["algorithm"], "dataset": str(block["dataset"]),
                 "params_sha256": params_sha256(block, seed), "session": session, "seed_index": index,
                 "normalization": normalization_of(str((manifest.get("normalization") or {}).get("method"))),

@@ -46,13 +46,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ppml.config import ParamError, check, flat_fields, load_params, section
+from ppml.config import ParamError, check, load_params, section
 from ppml.data import readers
 from ppml.data.align import AlignmentError, align_as_holder, align_as_member
 from ppml.data.normalize import VERTICAL, ZSCORE_BOUND, NotZScoredError
 from ppml.data.partition import Table, stratified_test_mask, vertical_holdings
 from ppml.data.prepare import (DatasetParams, NormalizationError, check_normalized, dataset_params,
-                               remove_stale_staging, staging_dir, write_shard)
+                               manifest_params, remove_stale_staging, staging_dir, write_shard)
 from ppml.data.prepared import MANIFEST
 from ppml.io import write_json
 from ppml.network import tls_links  # noqa: F401 - it registers the carrier these links use
@@ -336,7 +336,7 @@ def _manifest(key: str, params: DatasetParams, seed: int, holding: str, *, n: in
                       "bytes": sum(f["traffic"][1] for f in facts.values())},
         "split": {"method": "stratified", "test_fraction": params.test_fraction, "train": int((~test).sum()),
                   "test": int(test.sum())},
-        "normalization": {"method": params.normalize}, "seed": seed, "params": flat_fields(params),
+        "normalization": {"method": params.normalize}, "seed": seed, "params": manifest_params(params),
         "prepared": {"by": "each party its own file (python -m ppml.party --prepare)", "holding": holding,
                      "shared_ids_sha256": digests[params.label_holder]},
     }

@@ -108,6 +108,20 @@ def test_mirror_copy_is_verified_and_status_written(tmp_path, xz):
         assert (out / name).read_bytes() == data
 
 
+def test_another_split_downloads_the_files_of_the_registry_key_it_names(tmp_path):
+    """``files_of``: dataset toy_2h is toy's files (from the mirror's toy/ directory), and its status says so."""
+    mirror = _mirror(tmp_path / "mirror")
+    out = tmp_path / "raw" / "toy_2h"
+    status = download_dataset("toy_2h", out, required=True, mirror=mirror, files_of="toy", registry=_toy())
+    assert status == {"dataset": "toy_2h", "available": True, "synthetic": False, "source": "registry",
+                      "files_of": "toy", "files": {name: _sha(data) for name, data in FILES.items()}}
+    assert _all_files(out) == ["a.txt", "status.json", "sub/b.csv"]
+    with pytest.raises(DownloadError, match="unknown dataset 'toy_2h'"):
+        download_dataset("toy_2h", tmp_path / "raw" / "bare", required=True, mirror=mirror, registry=_toy())
+    with pytest.raises(DownloadError, match="files_of is only for registry data"):
+        download_dataset("toy_2h", tmp_path / "raw" / "s", required=True, source="synthetic", files_of="toy")
+
+
 def test_status_is_byte_deterministic(tmp_path):
     mirror = _mirror(tmp_path / "mirror")
     for run in ("one", "two"):

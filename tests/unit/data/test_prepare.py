@@ -191,6 +191,48 @@ def test_fate_hetero_refuses_another_split_and_mismatched_files(tmp_path):
         run(tmp_path, {**FATE, "split": [2, 3]}, files)
 
 
+def test_fate_hetero_files_may_be_dealt_to_more_parties_than_files(tmp_path):
+    """A guest and two hosts from FATE's two files (Credit 1's host file of 10 as 5 + 5): the host file's
+    columns are divided between the hosts, in order; the files are another registry key's (``files_of``)."""
+    guest, host = fate_files(np.random.default_rng(2))
+    files = {"fate/other_hetero_guest.csv": guest.to_csv(index=False),
+             "fate/other_hetero_host.csv": host.to_csv(index=False)}
+    three = {**FATE, "parties": ["guest", "host_1", "host_2"], "split": [3, 1, 1], "private_fraction": 0.02,
+             "files_of": "default_credit"}
+    # the reader looks for the files of the registry key that files_of names
+    with pytest.raises(FileNotFoundError, match="default_credit_hetero_guest.csv"):
+        run(tmp_path, three, files, key="tiny_2h")
+    files = {name.replace("other", "default_credit"): text for name, text in files.items()}
+    manifest, out = run(tmp_path, three, files, key="tiny_2h")
+    _, (g, h1, h2), _ = load_prepared(out)
+    check_vertical([g, h1, h2], manifest)
+    assert (g.columns, h1.columns, h2.columns) == (("x0", "x1", "x2"), ("x0",), ("x1",))
+    assert manifest["params"]["files_of"] == "default_credit"
+    by_id = host.set_index(host["id"].astype(str))
+    np.testing.assert_array_equal(np.hstack([h1.X, h2.X]), by_id.loc[g.ids, ["x0", "x1"]].to_numpy())
+    # every column a party of its own is fine; a party holding columns of both files is not
+    manifest, _ = run(tmp_path, {**three, "parties": [f"p{i}" for i in range(5)], "split": [1] * 5,
+                                 "label_holder": "p0"}, files, key="tiny_2h", out="five")
+    assert [e["columns"] for e in manifest["parties"]] == [1] * 5
+    for split in ([2, 2, 1], [4, 1]):
+        block = {**three, "parties": [f"p{i}" for i in range(len(split))], "split": split, "label_holder": "p0"}
+        with pytest.raises(ValueError, match=rf"split \[{', '.join(map(str, split))}\] does not match the "
+                                             r"source's own party files, which hold \[3, 2\] columns: each "
+                                             r"file's columns must go to one or more consecutive parties"):
+            run(tmp_path, block, files, key="tiny_2h", out="bad")
+
+
+def test_a_manifest_records_files_of_only_when_set(tmp_path):
+    """Datasets that read their own files keep the manifests they had before ``files_of`` existed."""
+    manifest, _ = run(tmp_path, SYNTH)
+    assert "files_of" not in manifest["params"]
+    with pytest.raises(ParamError, match=r"files_of is only for registry data, got 'a9a' with source "
+                                         r"'synthetic'"):
+        params(**SYNTH, files_of="a9a")
+    with pytest.raises(ParamError, match=r"files_of must be a registry dataset \(.*\), got 'nowhere'"):
+        params(**{**FATE, "files_of": "nowhere"})
+
+
 def test_give_credit_follows_fates_recipe(tmp_path):
     g = np.random.default_rng(4)
     names = ["RevolvingUtilizationOfUnsecuredLines", "age", "NumberOfTime30-59DaysPastDueNotWorse",
@@ -360,6 +402,11 @@ def test_the_projects_datasets_are_valid():
     assert {p.reader for p in built.values() if p.source == "registry"} <= set(READERS)
     a9a = built["a9a"]
     assert a9a.split == (66, 57) and a9a.parties == ("party1", "party2") and a9a.label_holder == "party1"
+    credit, two_hosts = built["default_credit"], built["default_credit_2h"]
+    assert two_hosts.files_of == "default_credit" and two_hosts.split == (13, 5, 5)
+    assert two_hosts.parties == ("guest", "host_1", "host_2") and two_hosts.label_holder == "guest"
+    same = ("reader", "normalize", "alignment", "private_fraction", "test_fraction", "required")
+    assert {k: getattr(two_hosts, k) for k in same} == {k: getattr(credit, k) for k in same}
 
 
 # ---------------------------------------------------------------------------------------------------------
