@@ -29,6 +29,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from ppml.certs import free_base  # noqa: E402
 from ppml.launch.model import block_sha256, model_block, normalization_of, write_model  # noqa: E402
 from ppml.launch.party import params_sha256  # noqa: E402
 
@@ -38,32 +39,11 @@ BLOCK = {"algorithm": "paillier_sqn", "dataset": "give_credit", "batch_size": 10
 TIMEOUT = 1800
 
 
-def _free_base(n: int) -> int:
-    import socket
-
-    rng = np.random.default_rng(os.getpid() ^ time.monotonic_ns())
-    for _ in range(200):
-        base = int(rng.integers(20000, 32000 - n))
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-        return base
-    raise RuntimeError("no free ports on 127.0.0.1")
-
-
 def _setup(root: Path, rows: int, rng: np.random.Generator) -> tuple[Path, Path, dict[str, Path]]:
     """Certificates, params.yaml, each party's model block and raw file; (peers, params, raw files)."""
     certs = root / "certs"
     subprocess.run([sys.executable, "-m", "ppml.certs", str(certs), "--parties", *PARTIES, "--host", "127.0.0.1",
-                    "--base-port", str(_free_base(len(PARTIES)))], check=True, capture_output=True, timeout=120)
+                    "--base-port", str(free_base(len(PARTIES)))], check=True, capture_output=True, timeout=120)
     params = root / "params.yaml"
     params.write_text(yaml.safe_dump({"seed": SEED, "experiments": {"score": BLOCK}}, sort_keys=False))
     blocks = {}

@@ -16,11 +16,37 @@ issue (:mod:`ppml.network.peers`).
 from __future__ import annotations
 
 import argparse
+import os
+import random
+import socket
 import sys
+import time
 from pathlib import Path
 
 from ppml.network.peers import write_peers, write_peers_per_party
 from ppml.network.tls import Credentials, issue, make_ca, throwaway_set
+
+
+def free_base(n: int, host: str = "127.0.0.1") -> int:
+    """A port P such that P .. P+n-1 are free on `host` (for ``--base-port`` when rehearsing on one machine), below
+    Linux's ephemeral ports (32768 and up): the parties' own outgoing connections cannot take one of them between
+    this check and their bind."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(500):
+        base = rng.randrange(20000, 32000 - n)
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind((host, port))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return base
+    raise RuntimeError(f"no {n} consecutive free ports on {host}")
 
 
 def main(argv: list[str] | None = None) -> int:

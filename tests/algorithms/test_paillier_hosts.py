@@ -23,7 +23,7 @@ from ppml.network import ProtocolError, traffic_kind
 from ppml.parties import Party
 
 from test_paillier_sgd import arbiter_keys, vertical
-from vertical_data import hosts_of
+from vertical_data import hosts_of, merged, reference_losses
 
 BITS = KEY_BITS = 1024  # conftest.py's `keys` in this module: packed runs need room for their slots
 
@@ -68,13 +68,6 @@ def weights(history) -> np.ndarray:
     return np.concatenate(list(history.extra["weights"].values()))
 
 
-def merged(parties: list[Party]) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y +-1) of the joint model: the hosts' columns in order, the guest's, the intercept."""
-    guest, *hosts = parties
-    X = np.hstack([*(h.X for h in hosts), guest.X, np.ones((guest.n_samples, 1))])
-    return X, 2.0 * guest.y - 1.0
-
-
 def taylor_minimizer(parties: list[Party], lam: float) -> np.ndarray:
     """argmin (1/n) sum_i (log 2 - y_i u_i / 2 + u_i^2 / 8) + lam/2 ||w||^2 (the intercept unpenalized): the
     objective is quadratic, so its minimizer solves (X^T X / (4n) + lam P) w = X^T y / (2n)."""
@@ -82,25 +75,6 @@ def taylor_minimizer(parties: list[Party], lam: float) -> np.ndarray:
     n = len(y)
     penalized = np.r_[np.ones(X.shape[1] - 1), 0.0]
     return np.linalg.solve(0.25 * X.T @ X / n + lam * np.diag(penalized), 0.5 * X.T @ y / n)
-
-
-def reference_losses(parties: list[Party], p, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Plain numpy Taylor-loss mini-batch SGD on the merged features with the protocol's batches: (weights,
-    epoch losses), the batch losses computed from the whole scores u = sum_k u_k + u_B (cross terms and all)."""
-    X, y = merged(parties)
-    penalized = np.r_[np.ones(X.shape[1] - 1), 0.0]
-    w, losses = np.zeros(X.shape[1]), []
-    partitions = _hetero_lr.batch_partitions(seed, len(y), p.batch_size, shuffle=p.shuffle)
-    for epoch in range(p.max_epochs):
-        eta = p.eta / math.sqrt(1.0 + p.decay * epoch)
-        batch = []
-        for rows in next(partitions):
-            u = X[rows] @ w
-            batch.append(np.mean(np.log(2) - 0.5 * y[rows] * u + 0.125 * u * u)
-                         + 0.5 * p.lam * float((penalized * w) @ (penalized * w)))
-            w = w - eta * (X[rows].T @ (0.25 * u - 0.5 * y[rows]) / len(rows) + p.lam * penalized * w)
-        losses.append(np.mean(batch))
-    return w, np.array(losses)
 
 
 def batch_seed(net) -> int:

@@ -23,6 +23,7 @@ from ppml.crypto.paillier import (KeyLengthWarning, PrivateKey, generate_keypair
 from ppml.history import ConvergenceWarning
 from ppml.network import ProtocolError, traffic_kind
 from ppml.parties import Party
+from vertical_data import reference_losses
 
 BITS = 512  # the length of conftest.py's shared keys
 
@@ -76,24 +77,7 @@ def weights(history):
 
 def reference_sgd(parties, p, seed: int):
     """Plain numpy Taylor-loss mini-batch SGD with the protocol's batches: (weights, epoch losses)."""
-    guest, host = parties
-    X = np.hstack([host.X, guest.X, np.ones((guest.n_samples, 1))])
-    y = 2.0 * guest.y - 1.0
-    penalized = np.ones(X.shape[1])
-    penalized[-1] = 0.0
-    w = np.zeros(X.shape[1])
-    losses = []
-    partitions = _hetero_lr.batch_partitions(seed, len(y), p.batch_size, shuffle=p.shuffle)
-    for epoch in range(p.max_epochs):
-        eta = p.eta / math.sqrt(1.0 + p.decay * epoch)
-        batch_losses = []
-        for rows in next(partitions):
-            u = X[rows] @ w
-            batch_losses.append(np.mean(np.log(2) - 0.5 * y[rows] * u + 0.125 * u * u)
-                                + 0.5 * p.lam * float((penalized * w) @ (penalized * w)))
-            w = w - eta * (X[rows].T @ (0.25 * u - 0.5 * y[rows]) / len(rows) + p.lam * penalized * w)
-        losses.append(np.mean(batch_losses))
-    return w, np.array(losses)
+    return reference_losses(list(parties), p, seed)
 
 
 def batch_seed(net) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
+
+from ppml.algorithms import _hetero_lr
 
 from ppml.parties import Party
 
@@ -36,3 +39,29 @@ def hosts_of(parties: list[Party], widths: tuple[int, ...]) -> list[Party]:
                          host.X_test[:, cut], None))
         start += width
     return out
+
+
+def merged(parties: list[Party]) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y +-1) of the joint model: the hosts' columns in order, the guest's, the intercept."""
+    guest, *hosts = parties
+    X = np.hstack([*(h.X for h in hosts), guest.X, np.ones((guest.n_samples, 1))])
+    return X, 2.0 * guest.y - 1.0
+
+
+def reference_losses(parties: list[Party], p, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Plain numpy Taylor-loss mini-batch SGD on the merged features with the protocol's batches: (weights,
+    epoch losses), the batch losses computed from the whole scores u = sum_k u_k + u_B (cross terms and all)."""
+    X, y = merged(parties)
+    penalized = np.r_[np.ones(X.shape[1] - 1), 0.0]
+    w, losses = np.zeros(X.shape[1]), []
+    partitions = _hetero_lr.batch_partitions(seed, len(y), p.batch_size, shuffle=p.shuffle)
+    for epoch in range(p.max_epochs):
+        eta = p.eta / math.sqrt(1.0 + p.decay * epoch)
+        batch = []
+        for rows in next(partitions):
+            u = X[rows] @ w
+            batch.append(np.mean(np.log(2) - 0.5 * y[rows] * u + 0.125 * u * u)
+                         + 0.5 * p.lam * float((penalized * w) @ (penalized * w)))
+            w = w - eta * (X[rows].T @ (0.25 * u - 0.5 * y[rows]) / len(rows) + p.lam * penalized * w)
+        losses.append(np.mean(batch))
+    return w, np.array(losses)

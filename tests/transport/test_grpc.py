@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ import pytest
 import yaml
 
 from ppml.history import ConvergenceWarning
+from ppml.certs import free_base
 from ppml.io import read_json, save_party, write_json
 from ppml.network.links import CARRIERS, CLOSE_TIMEOUT
 from ppml.runtime import EVALUATOR
@@ -46,27 +45,6 @@ ADMM = {"algorithm": "admm_sharing", "dataset": "toy_vertical", "max_epochs": 4,
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
-
-
-def free_base(n: int) -> int:
-    """A port P such that P .. P+n-1 are free on 127.0.0.1, below Linux's ephemeral ports (32768 and up): the
-    parties' own outgoing connections cannot take one of them between this check and their bind."""
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(500):
-        base = rng.randrange(20000, 32000 - n)
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-        return base
-    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
 
 
 def make_certs(directory: Path, names) -> Path:

@@ -18,12 +18,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from ppml.certs import free_base
 from ppml.data import prepare as stage
 from ppml.data.partition import Holding, Table
 from ppml.data.prepare import dataset_params, prepare_dataset
 from ppml.data.prepared import load_shard
-
-from test_grpc import free_base
 
 SEED = 7
 KEY = "default_credit"
