@@ -108,20 +108,25 @@ class Launcher:
         self.root = root
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, party: str, *, peers: Path, params: Path, data: Path, connect_timeout: float = LINKED,
-              experiment: str = "exp", label: str | None = None) -> subprocess.Popen:
-        """Start `party`'s process; `label` (default: the party) names its logs, out dir and process."""
-        label = label or party
+    def spawn(self, label: str, args: list[str]) -> subprocess.Popen:
+        """Start ``python -m ppml.party ARGS`` as process `label`, its stdout and stderr in ``logs/<label>.*``."""
         logs = self.root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"{label}.out", "wb") as out, open(logs / f"{label}.err", "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "ppml.party", "--experiment", experiment, "--party", party,
-                 "--peers", str(peers), "--params", str(params), "--data", str(data),
-                 "--out", str(self.out(label)), "--connect-timeout", str(connect_timeout)],
-                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            proc = subprocess.Popen([sys.executable, "-m", "ppml.party", *args], stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.procs[label] = proc
         return proc
+
+    def start(self, party: str, *, peers: Path, params: Path, data: Path, connect_timeout: float = LINKED,
+              experiment: str = "exp", label: str | None = None, out: Path | None = None,
+              extra: tuple[str, ...] = ()) -> subprocess.Popen:
+        """Start `party`'s process; `label` (default: the party) names its logs, process and (without `out`) its
+        out dir; `extra` are more arguments (``--resume``)."""
+        label = label or party
+        return self.spawn(label, ["--experiment", experiment, "--party", party, "--peers", str(peers),
+                                  "--params", str(params), "--data", str(data), "--out", str(out or self.out(label)),
+                                  "--connect-timeout", str(connect_timeout), *extra])
 
     def out(self, label: str) -> Path:
         return self.root / "out" / label

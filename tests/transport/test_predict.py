@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -90,15 +89,10 @@ def write_raw(path: Path, ids, X: np.ndarray, columns) -> Path:
 def predict(launcher: Launcher, root: Path, party: str, raw: Path, peers: Path, params: Path, *,
             model: Path | None = None, label: str | None = None) -> subprocess.Popen:
     label = label or f"predict-{party}"
-    logs = root / "logs"
-    with open(logs / f"{label}.out", "wb") as out, open(logs / f"{label}.err", "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ppml.party", "--predict", "--experiment", "exp", "--party", party,
-             "--peers", str(peers), "--params", str(params), "--raw", str(raw),
-             "--model", str(model or launcher.out(party)), "--out", str(root / "scored" / label),
-             "--connect-timeout", str(LINKED)], stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-    launcher.procs[label] = proc
-    return proc
+    return launcher.spawn(label, ["--predict", "--experiment", "exp", "--party", party, "--peers", str(peers),
+                                  "--params", str(params), "--raw", str(raw),
+                                  "--model", str(model or launcher.out(party)), "--out", str(root / "scored" / label),
+                                  "--connect-timeout", str(LINKED)])
 
 
 def new_rows(root: Path, parties, rng: np.random.Generator) -> tuple[dict[str, Path], np.ndarray]:

@@ -7,7 +7,6 @@ Waits follow progress (a checkpoint file appearing, a process exiting), with dea
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,32 +14,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 
 from ppml.algorithms._hetero_lr import ARBITER
 from ppml.io import read_json
-from tests.transport.test_grpc import (LINKED, WAIT, Launcher, assert_same_as_inprocess, make_certs, run_inprocess,
+from tests.transport.test_grpc import (WAIT, Launcher, assert_same_as_inprocess, make_certs, run_inprocess,
                                        write_params)
 from tests.transport.test_ray import vertical_parties, write_prepared
 
 BLOCK = {"algorithm": "paillier_sqn", "dataset": "toy_vertical", "batch_size": 40, "encrypted": True,
          "key_bits": 1024, "eta": 0.15, "lam": 0.01, "max_epochs": 24, "tol": 1e-12, "L": 2, "M": 3, "S_H": 30}
 NAMES = ("party1", "party2", ARBITER)
-
-
-def start(launcher: Launcher, party: str, label: str, *, peers: Path, params: Path, data: Path, out: Path,
-          resume: bool) -> subprocess.Popen:
-    logs = launcher.root / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    with open(logs / f"{label}.out", "wb") as o, open(logs / f"{label}.err", "wb") as e:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ppml.party", "--experiment", "exp", "--party", party, "--peers", str(peers),
-             "--params", str(params), "--data", str(data), "--out", str(out), "--connect-timeout", str(LINKED),
-             *(["--resume"] if resume else [])],
-            stdout=o, stderr=e, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    launcher.procs[label] = proc
-    return proc
 
 
 def wait_for(path: Path, proc: subprocess.Popen, launcher: Launcher, label: str, timeout: float = WAIT) -> None:
@@ -60,7 +44,7 @@ def test_a_host_killed_mid_epoch_then_every_party_resumed_equals_the_uninterrupt
     out = {n: tmp_path / "out" / n for n in NAMES}
     try:
         for n in NAMES:
-            start(launcher, n, n, peers=peers, params=params, data=data, out=out[n], resume=False)
+            launcher.start(n, peers=peers, params=params, data=data, out=out[n])
         # the host has finished epoch 3 (its checkpoint is written): kill it within a later epoch
         wait_for(out["party2"] / "checkpoint" / "seed0" / "epoch3.json", launcher.procs["party2"], launcher,
                  "party2")
@@ -71,7 +55,8 @@ def test_a_host_killed_mid_epoch_then_every_party_resumed_equals_the_uninterrupt
         assert "party2" in launcher.fail_line("party1"), launcher.stderr("party1")
         assert not (out["party1"] / "metrics.json").exists()
         for n in NAMES:
-            start(launcher, n, f"{n}-resumed", peers=peers, params=params, data=data, out=out[n], resume=True)
+            launcher.start(n, peers=peers, params=params, data=data, label=f"{n}-resumed", out=out[n],
+                           extra=("--resume",))
         codes = launcher.wait([f"{n}-resumed" for n in NAMES])
         assert codes == {f"{n}-resumed": 0 for n in NAMES}, launcher.stderrs()
     finally:
