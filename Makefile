@@ -14,15 +14,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Stages call `python`: the virtualenv's, first on PATH. docs/results.md and the README's summary are written after.
+# Stages call `python`: the virtualenv's, first on PATH. dvc.lock then loses the entries of removed stages (DVC
+# keeps them, and rewrites the whole lock per stage), and docs/results.md and the README's summary are written.
 repro: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	$(BIN)/python tools/prune_lock.py
 	$(MAKE) docs
 
 # Every stage re-run for real (dvc repro --force), with progress; a fresh clone's `make repro` re-uses the committed
 # results. Then the docs; once committed, `make compare` (HEAD~1 vs HEAD) shows which verdicts moved.
 retrain: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tools/retrain.py
+	$(BIN)/python tools/prune_lock.py
 	$(MAKE) docs
 
 # docs/results.md (every claim, table and figure) and the README's results summary, from reports/.

@@ -100,9 +100,7 @@ def test_static_graph_covers_what_python_loads(group):
 
 
 def test_stale_code_lists_only_changed_code_deps():
-    spec = importlib.util.spec_from_file_location("stale_code", ROOT / "tools" / "stale_code.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _tool("stale_code")
     status = {
         "train_fdml@fdml-a9a": [{"changed deps": {"src/ppml/algorithms/fdml.py": "modified",
                                                   "data/prepared/a9a": "deleted"}}],
@@ -115,3 +113,32 @@ def test_stale_code_lists_only_changed_code_deps():
     assert module.stale_code(status) == {"train_fdml@fdml-a9a": ["src/ppml/algorithms/fdml.py (modified)"],
                                          "plan": ["src/ppml (modified)"],
                                          "train_local@local-a9a": ["reports/plan/train_local.txt (modified)"]}
+
+
+def _tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_lock_names_only_stages_of_dvc_yaml():
+    prune_lock = _tool("prune_lock")
+    assert prune_lock.orphans(ROOT) == [], "dvc.lock holds entries of removed stages: run tools/prune_lock.py"
+    # the expansion agrees with DVC's listing (the names of the committed lock, which DVC wrote)
+    assert prune_lock.stage_names(ROOT / "dvc.yaml", PARAMS) == set(
+        prune_lock.split_entries((ROOT / "dvc.lock").read_text())[1])
+
+
+def test_prune_lock_cuts_only_the_orphan_blocks(tmp_path):
+    prune_lock = _tool("prune_lock")
+    (tmp_path / "params.yaml").write_text("seed: 1\nruns:\n  a: {x: 1}\n  b: {x: 2}\n")
+    (tmp_path / "dvc.yaml").write_text("stages:\n  plan:\n    cmd: 'true'\n"
+                                       "  train:\n    foreach: ${runs}\n    do:\n      cmd: echo ${key}\n")
+    kept = "  train@a:\n    cmd: echo a\n    outs:\n    - path: x\n\n  plan:\n    cmd: 'true'\n"
+    gone = "  train@old:\n    cmd: echo old\n    deps:\n    - path: y\n      md5: 00\n"
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n" + gone + kept + "  old_group:\n    cmd: x\n")
+    assert prune_lock.orphans(tmp_path) == ["train@old", "old_group"]
+    assert prune_lock.prune(tmp_path) == ["train@old", "old_group"]
+    assert (tmp_path / "dvc.lock").read_text() == "schema: '2.0'\nstages:\n" + kept
+    assert prune_lock.orphans(tmp_path) == []

@@ -15,6 +15,7 @@ its dvc.lock records one code dependency per stage instead of thirty.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 from typing import Any, Mapping
@@ -50,8 +51,10 @@ def groups(params: Mapping[str, Any]) -> Groups:
     return out
 
 
+@functools.cache
 def _module_file(name: str) -> Path | None:
-    """The file of module `name` under src/, or None when it is not a ppml module."""
+    """The file of module `name` under src/, or None when it is not a ppml module (cached: the tree does not
+    change while a process reads it, and each group's closure asks for the same files again)."""
     if name != "ppml" and not name.startswith("ppml."):
         return None
     base = SRC.joinpath(*name.split("."))
@@ -67,9 +70,10 @@ def _package_inits(name: str) -> list[Path]:
     return [f for i in range(1, len(parts)) if (f := _module_file(".".join(parts[:i]))) is not None]
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache
+def _imports(path: Path) -> frozenset[str]:
     """Names of the ppml modules `path` imports anywhere in its body (``from a import b``: ``a.b`` when that
-    is a module, else ``a``)."""
+    is a module, else ``a``). Cached: every group's closure walks the same files."""
     tree = ast.parse(path.read_text(), filename=str(path))
     # the package a relative import starts from: a module's folder (for __init__.py, its own package)
     package = ".".join(path.relative_to(SRC).parts[:-1]) if path.is_relative_to(SRC) else ""
@@ -84,7 +88,7 @@ def _imports(path: Path) -> set[str]:
                 base = ".".join([*parent, base] if base else parent)
             for alias in node.names:
                 out.add(f"{base}.{alias.name}" if _module_file(f"{base}.{alias.name}") else base)
-    return {n for n in out if _module_file(n) is not None}
+    return frozenset(n for n in out if _module_file(n) is not None)
 
 
 def closure(script: str, modules: tuple[str, ...] = ()) -> list[str]:
