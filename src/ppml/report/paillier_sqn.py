@@ -43,9 +43,20 @@ PUBLISHED = ("published", "paillier_sqn_table1.csv")  # under the report root
 DATASETS = {"default_credit": "Credit 1", "give_credit": "Credit 2"}
 BATCHES = (1000, 3000)
 METHODS = {"paillier_sgd": "SGD", "paillier_sqn": "SQN"}
-#: Sampling errors for "matches Table 1". The poster's numbers come from another sample of the same data (its
-#: own rows, split and seed), so a difference from them is known only up to the sampling error of both numbers
-#: (:func:`ppml.report.stats.against_published`, the poster's taken as large as ours):
+#: Tolerances of "our run reproduces Table 1's cell" (TOST: the whole 95 % interval of the difference inside):
+#: - AUC 0.01: Table 1's own SGD and SQN AUCs of one setting, which the poster presents as the same accuracy,
+#:   differ by up to 0.0095 (Credit 2, |S| = 3000); the FDML rows use 0.01 too;
+#: - loss 1 % of the cell (relative, as the FDML log-loss rows): the poster's own SGD-SQN gaps are at most
+#:   0.0004, far below what one run's sampling error can resolve;
+#: - epochs 1: counts are whole epochs of FATE's stopping rule, which a loss path a little lower or higher
+#:   meets one epoch earlier or later.
+MATCH_AUC, MATCH_LOSS, MATCH_EPOCHS = 0.01, 0.01, 1.0
+MATCH_REASON = ("Tolerances: AUC as large as Table 1's own SGD-SQN gap (0.0095); loss 1 % as the FDML rows; one "
+                "epoch of the stopping rule. The poster reports no error for its numbers, so the interval is ours "
+                "alone.")
+#: Sampling errors of ours against Table 1. The poster's numbers come from another sample of the same data (its
+#: own rows, split and seed) and it reports no error for them, so the difference is known up to ours alone
+#: (:func:`ppml.report.stats.against_published` with no published error):
 #: - loss (a mean over the training rows): the standard error of that mean, per-row sd / sqrt(n), with the
 #:   per-row Taylor loss of the Taylor-optimal model on our training rows (sd 0.445 over 23 520 rows of Credit 1,
 #:   0.407 over 117 600 of Credit 2): 0.0029 and 0.0012;
@@ -403,21 +414,48 @@ def _extra_claim(table: dict, dataset: str, batch: int) -> Claim:
                                  f"1 + 1/L = {bound:.3f}.", [TABLE]))
 
 
-def _matches(claim_id: str, statement: str, dataset: str, pub: dict[str, Any], run: Run) -> Claim:
-    """Our final loss and test AUC against Table 1's cell, each within the sampling error of the difference."""
+def _part(name: str, est: stats.Estimate, tolerance: float) -> tuple[str, str]:
+    """One part of a Table 1 cell's row: (its text, its TOST verdict)."""
+    verdict = stats.equivalent(est.value, est.half_width, tolerance)
+    return f"{name} Δ {est.value:+.4g} ± {est.half_width:.3g} inside ±{tolerance:.3g}: {verdict}", verdict
+
+
+def _matches(claim_id: str, statement: str, dataset: str, pub: dict[str, Any], run: Run,
+             twin: Run | None) -> Claim:
+    """A Table 1 cell: our final loss, test AUC and epoch count each equivalent to the cell's (TOST, the whole
+    95 % interval of the difference inside the tolerance stated in :data:`MATCH_LOSS` / :data:`MATCH_AUC` /
+    :data:`MATCH_EPOCHS`); the poster reports no error for its numbers, so the interval is ours alone."""
     m = run.metrics
     n_pos, n_neg = TEST_CLASSES[dataset]
-    loss = stats.against_published([m["loss"]], pub["loss"], se_metric=LOSS_SE[dataset])
-    auc = stats.against_published([m["test_auc"]], pub["auc"], se_metric=stats.auc_se(m["test_auc"], n_pos, n_neg))
-    verdict = _all([stats.matches(loss.value, loss.half_width), stats.matches(auc.value, auc.half_width)])
-    return _claim(
-        claim_id, statement, "Table 1", f"loss {pub['loss']:.6f}, AUC {pub['auc']:.4f}",
-        f"loss {m['loss']:.6f} (Δ {loss.value:+.6f}), test AUC {m['test_auc']:.4f} (Δ {auc.value:+.4f})", verdict,
-        f"loss: {loss.text}; AUC (Hanley-McNeil on {n_pos} + {n_neg} test rows): {auc.text}. One run each, so "
-        "the seed spread is not in it; PASS means no difference this test can resolve",
-        why=(READING, "our loss or AUC differs from Table 1's by more than the sampling error of the difference; "
-                      "the poster gives neither η, λ, M nor its split, which are our reading.",
-             [TABLE, f"reports/runs/{run.name}"]))
+    loss = stats.against_published([m["loss"]], pub["loss"], se_published=0.0, se_metric=LOSS_SE[dataset])
+    auc = stats.against_published([m["test_auc"]], pub["auc"], se_published=0.0,
+                                  se_metric=stats.auc_se(m["test_auc"], n_pos, n_neg))
+    # epochs: the seed spread of the plaintext twin (the same arithmetic, identity encryption, 5 seeds) when
+    # there is one; the encrypted run's single seed has none
+    seeds = seed_epochs(twin) if twin is not None and twin.available else []
+    epochs = stats.against_published(seeds or seed_epochs(run), float(pub["epochs"]), se_published=0.0)
+    parts = [_part("loss", loss, MATCH_LOSS * pub["loss"]), _part("AUC", auc, MATCH_AUC),
+             _part("epochs", epochs, MATCH_EPOCHS)]
+    verdict = _all([v for _, v in parts])
+    ours = (f"loss {m['loss']:.6f}, test AUC {m['test_auc']:.4f}, {_count(m['epochs'])} epochs"
+            + (f" (plaintext twin: {', '.join(_count(e) for e in seeds)} over {len(seeds)} seeds)" if seeds else "")
+            + ". " + "; ".join(text for text, _ in parts))
+    margin = (f"TOST per part, the whole 95 % interval inside the tolerance: loss ±{MATCH_LOSS:.0%} of the cell "
+              f"({loss.text}); AUC ±{MATCH_AUC} (Hanley-McNeil on {n_pos} + {n_neg} test rows: {auc.text}); "
+              f"epochs ±{MATCH_EPOCHS} ({epochs.text}). {MATCH_REASON} The row is the conjunction of its parts")
+    evidence = [TABLE, f"reports/runs/{run.name}"] + ([f"reports/runs/{twin.name}"] if seeds else [])
+    failed = [text.split(" Δ")[0] for text, v in parts if v == FAIL]
+    undecided = [text.split(" Δ")[0] for text, v in parts if v == NOT_SHOWN]
+    if failed:
+        why = (READING, f"ours differ from Table 1's beyond the tolerance in: {', '.join(failed)}; the poster gives "
+                        "neither η, λ, M nor its split, so these settings are our reading.", evidence)
+    else:
+        why = (POWER, f"the 95 % interval straddles the tolerance in: {', '.join(undecided)}; our error on our "
+                      "rows is as wide as the tolerance (the AUC's is the test split's and does not shrink with "
+                      "seeds), so equivalence is not shown.", evidence)
+    return _claim(claim_id, statement, "Table 1",
+                  f"loss {pub['loss']:.6f}, AUC {pub['auc']:.4f}, {pub['epochs']} epochs", ours, verdict, margin,
+                  why=why)
 
 
 def _claims(table: dict, published: dict, lam0: dict | None = None, plain: dict | None = None) -> list[Claim]:
@@ -443,8 +481,9 @@ def _claims(table: dict, published: dict, lam0: dict | None = None, plain: dict 
             claims.append(_extra_claim(table, dataset, batch))
             for method, run in zip(METHODS, runs):
                 pub = published.get((dataset, batch, method))
-                statement = (f"{name}, |S| = {batch}, {METHODS[method]}: our final loss and test AUC match Table "
-                             "1's within the sampling error of the difference")
+                statement = (f"{name}, |S| = {batch}, {METHODS[method]}: Table 1's cell (final loss, test AUC, "
+                             "epochs to FATE's stopping rule) is reproduced: each of ours is equivalent to it within "
+                             "a tolerance stated in advance")
                 claim_id = f"paillier_sqn-{dataset}-b{batch}-{method}-matches"
                 if pub is None:
                     claims.append(_claim(claim_id, statement, "Table 1", "no published cell", "", NOT_CHECKED))
@@ -453,7 +492,8 @@ def _claims(table: dict, published: dict, lam0: dict | None = None, plain: dict 
                                          f"loss {pub['loss']:.6f}, AUC {pub['auc']:.4f}", _why_missing(run),
                                          NOT_CHECKED))
                 else:
-                    claims.append(_matches(claim_id, statement, dataset, pub, run))
+                    claims.append(_matches(claim_id, statement, dataset, pub, run,
+                                           plain.get((dataset, batch, method))))
     return claims
 
 

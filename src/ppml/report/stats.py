@@ -1,7 +1,9 @@
 """The margins of the claims ledger: each function returns an estimate, its half-width and a text naming the test.
 
-Changes to this interface since it was first shared (additive only): :func:`unpaired_summary` (Welch from means,
-SDs and counts); ``base.check_evidence`` takes ``repo``, ``out`` and ``runs`` by keyword (the stage calls it);
+Changes to this interface since it was first shared: :func:`unpaired_summary` (Welch from means,
+SDs and counts); ``matches`` (a difference inside its sampling error passed) replaced by :func:`equivalent` and
+:func:`noninferior`, and :func:`against_published` takes ``se_published`` always (no default: the published side's
+error is what the paper reports, never assumed equal to ours); ``base.check_evidence`` takes ``repo``, ``out`` and ``runs`` by keyword (the stage calls it);
 ``Claim.basis`` also accepts "simulated" and "cost model", which can never be PASS.
 
 Interface shared by the report modules (changes to it are announced here, at the top):
@@ -13,8 +15,10 @@ Interface shared by the report modules (changes to it are announced here, at the
 - :func:`against_published` — our number minus a published one, within the sampling error of the difference;
 - :func:`auc_se`, :func:`proportion_se` — the sampling error of one AUC (Hanley-McNeil) or one error rate
   (binomial) on the test rows, for a single run; :func:`delong` — two AUCs on the same rows;
-- :func:`verdict` — PASS / FAIL / NOT SHOWN of a directional claim; :func:`matches` — of "matches the
-  published number" (PASS when the difference is within the sampling error plus any stated tolerance).
+- :func:`verdict` — PASS / FAIL / NOT SHOWN of a directional claim; :func:`equivalent` — of a two-sided
+  "matches" / "close to" (TOST: the whole interval inside a tolerance stated on the row);
+  :func:`noninferior` — of a one-sided "closely approximates" / "no worse than" (the interval's worse end
+  within a margin).
 
 The claim fields themselves (``kind``, ``source``, ``cause``, ``explanation``, ``evidence``, ``basis``) are in
 :class:`ppml.report.base.Claim`; ``base.why_not(verdict, cause, explanation, *evidence)`` gives the last three
@@ -154,20 +158,23 @@ def unpaired_summary(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: 
                                              f"over {n_a} and {n_b} values (unpaired, {_pct(level)})")
 
 
-def against_published(ours_values: Sequence[float], published: float, se_published: float | None = None, *,
+def against_published(ours_values: Sequence[float], published: float, *, se_published: float,
                       se_metric: float | None = None, level: float = 0.95) -> Estimate:
     """Our mean minus a published number, with the half-width of the sampling error of that difference.
 
     The variance of the difference adds: the seed variance of our mean (when there are >= 2 seeds), the
     sampling error `se_metric` of our metric on the test rows (shared by all seeds, so it does not shrink
     with them: :func:`auc_se` for an AUC, :func:`proportion_se` for an error rate), and the published
-    number's own `se_published` (defaults to `se_metric`: a published score measured on a test set of the
-    same size has the same sampling error; pass 0 for an exact number). The degrees of freedom are
-    Welch-Satterthwaite's, the test-row terms counting as large-sample. With one run and no `se_metric`
+    number's own `se_published`, from what the paper reports (its test rows or its spread over runs; 0 when
+    it reports neither, or for an exact number such as a coin's AUC 0.5), never assumed equal to ours. The
+    degrees of freedom are Welch-Satterthwaite's, the test-row terms counting as large-sample. With one run and no `se_metric`
     nothing can be resolved: the half-width is infinite.
     """
     _check_level(level)
     arr = _values(ours_values, "against_published")
+    if se_published is None:
+        raise ValueError("against_published: se_published is required: the published side's standard error from "
+                         "what the paper reports, 0 when it reports none")
     for name, value in (("published", published), ("se_published", se_published), ("se_metric", se_metric)):
         if value is not None and not math.isfinite(value):
             raise ValueError(f"against_published: {name} must be finite, got {value}")
@@ -178,9 +185,8 @@ def against_published(ours_values: Sequence[float], published: float, se_publish
     diff = float(arr.mean() - published)
     seed_var = float(arr.var(ddof=1)) / n if n >= 2 else 0.0
     metric_var = (se_metric or 0.0) ** 2
-    pub_var = (se_metric if se_published is None else se_published) ** 2 if (
-        se_published is not None or se_metric is not None) else 0.0
-    if n < 2 and se_metric is None:
+    pub_var = se_published ** 2
+    if n < 2 and se_metric is None and not pub_var:
         return Estimate(diff, math.inf, "1 run and no sampling error of the metric: the difference cannot be "
                                         "resolved")
     var = seed_var + metric_var + pub_var
@@ -192,8 +198,7 @@ def against_published(ours_values: Sequence[float], published: float, se_publish
         parts.append(f"seed SE {math.sqrt(seed_var):.3g} ({n} seeds)")
     if se_metric is not None:
         parts.append(f"test-row SE {se_metric:.3g}")
-    if pub_var:
-        parts.append(f"published SE {math.sqrt(pub_var):.3g}")
+    parts.append(f"published SE {math.sqrt(pub_var):.3g}" if pub_var else "no error on the published side")
     return Estimate(diff, t * se, f"±{t * se:.3g} = {t:.3g} × SE {se:.3g} of the difference from the published "
                                   f"number ({', '.join(parts)}; {_pct(level)}): a smaller difference cannot be "
                                   "resolved")
@@ -263,16 +268,40 @@ def verdict(difference: float, half_width: float, direction: str) -> str:
     return PASS if d > half_width else FAIL if d < -half_width else NOT_SHOWN
 
 
-def matches(difference: float, half_width: float, tolerance: float = 0.0) -> str:
-    """The verdict of "matches the published number (within `tolerance`)": PASS when |difference| is at most
-    the tolerance plus the sampling half-width (the data cannot tell them apart beyond the tolerance), FAIL
-    beyond. An infinite or nan half-width is NOT SHOWN (nothing resolvable); a nan difference NOT CHECKED."""
-    if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+def equivalent(difference: float, half_width: float, tolerance: float) -> str:
+    """The verdict of "matches" / "is close to" / "approximates" (two-sided): two one-sided tests, read off the
+    interval. PASS when the whole interval ``difference ± half_width`` lies inside ``±tolerance`` (both one-sided
+    tests reject at half the interval's level: TOST at 2.5 % per side for a 95 % interval), FAIL when it lies
+    wholly outside (the difference is shown to exceed the tolerance), NOT SHOWN when it straddles a bound. A
+    difference inside the tolerance is never enough: the interval must be. An infinite or nan half-width is
+    NOT SHOWN; a nan difference NOT CHECKED."""
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be > 0 (an equivalence test needs a margin), got {tolerance}")
     undecided = _undecided(difference, half_width)
     if undecided:
         return undecided
-    return PASS if abs(difference) <= tolerance + half_width else FAIL
+    if abs(difference) + half_width <= tolerance:
+        return PASS
+    return FAIL if abs(difference) - half_width > tolerance else NOT_SHOWN
+
+
+def noninferior(difference: float, half_width: float, margin: float, worse: str) -> str:
+    """The verdict of a one-sided "closely approximates" / "is no worse than": the claimed arm minus the
+    reference, where `worse` is the direction in which the claimed arm would be worse (:data:`GREATER` for a
+    loss or an error, :data:`LESS` for an AUC or an accuracy). PASS when the interval's worse end stays within
+    `margin` of no difference (non-inferiority at half the interval's level), FAIL when even its better end is
+    beyond the margin (shown worse by more than it), NOT SHOWN otherwise. Being better by any amount passes."""
+    if worse not in (GREATER, LESS):
+        raise ValueError(f"worse must be {GREATER!r} or {LESS!r}, got {worse!r}")
+    if not margin > 0:
+        raise ValueError(f"margin must be > 0 (a non-inferiority test needs a margin), got {margin}")
+    undecided = _undecided(difference, half_width)
+    if undecided:
+        return undecided
+    d = difference if worse == GREATER else -difference  # positive: the claimed arm is worse
+    if d + half_width <= margin:
+        return PASS
+    return FAIL if d - half_width > margin else NOT_SHOWN
 
 
 def _undecided(difference: float, half_width: float) -> str | None:

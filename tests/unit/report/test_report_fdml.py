@@ -8,6 +8,7 @@ import matplotlib
 import pytest
 
 from ppml.report import fdml as report
+from ppml.report import stats
 from ppml.report.base import ReportOutput, Run, Runs
 
 matplotlib.use("Agg")
@@ -103,14 +104,16 @@ def test_claims_tables_and_figures(out):
                  _staleness_run(0, 88.0, own="stored"), _staleness_run(4, 90.0, own="stored")]
     runs = Runs(_a9a_runs((0.8975, 0.8985)) + _stored_runs() + staleness + _timing_runs())
     claims = {c.id: c for c in report.build(runs, out)}
-    assert all(cid.startswith("fdml") and c.kind == "paper" and c.source for cid, c in claims.items())
+    assert all(cid.startswith("fdml") and c.source for cid, c in claims.items())
+    # our equal-step-size controls are diagnostics; every other row is a paper's statement
+    assert all((c.kind == "diagnostic") == cid.endswith("-equal_eta") for cid, c in claims.items())
     for claim in claims.values():  # every miss of a paper claim says why, and where to look
         if claim.verdict in ("FAIL", "NOT SHOWN"):
             assert claim.cause and claim.explanation and claim.evidence, claim.id
 
     near = claims["fdml-lr-near-centralized-a9a"]  # -0.002 ± 12.7 x 0.0005 inside 0.01: equivalent
     assert near.verdict == "PASS" and "FDML - centralized -0.0020" in near.ours and "0.6971" in near.published
-    assert "paired t(1)" in near.margin and "equivalence margin 0.0100" in near.margin
+    assert "paired t(1)" in near.margin and "equivalence margin ±0.0100 (TOST)" in near.margin
     assert "own term fresh" in near.statement and "Table I" in near.source
     for model in ("lr", "nn"):
         assert claims[f"fdml-beats-local-{model}-a9a"].verdict == "PASS"
@@ -304,12 +307,23 @@ def test_the_near_centralized_statements_read_as_sentences(out):
             if "near-centralized" in cid and not cid.endswith("-equal_eta")}  # the ablations have their own
     expected = {"fdml-lr-near-centralized-a9a": "FDML LR comes within 0.01 test AUC of centralized LR",
                 "fdml-logloss-near-centralized-lr-a9a":
-                    "FDML LR's test log loss comes within 1 % (relative) of centralized LR's",
+                    "FDML LR's test log loss is at most 1 % (relative) above centralized LR's",
                 "fdml-logloss-near-centralized-nn-a9a":
-                    "FDML NN's test log loss comes within 1 % (relative) of centralized NN's"}
+                    "FDML NN's test log loss is at most 1 % (relative) above centralized NN's"}
     assert {cid: near[cid] for cid in expected} == expected
     assert len(near) > len(expected)  # the other datasets' and own terms' claims, built alike
     assert all(text.count("centralized") == 1 for text in near.values()), near
+
+
+def test_closely_approximate_is_non_inferiority(out):
+    """FDML's log loss below centralized's by more than the tolerance passes ("closely approximate" is
+    one-sided); above it by more than the tolerance, shown, fails."""
+    claims = {c.id: c for c in report.build(Runs(_a9a_runs((0.8975, 0.8985))), out)}
+    near = claims["fdml-logloss-near-centralized-lr-a9a"]
+    assert "non-inferiority" in near.statement and "non-inferiority margin +" in near.margin
+    assert report._near_verdict(stats.Estimate(-0.0040, 0.0041, ""), 0.0044, "test_logloss") == "PASS"
+    assert report._near_verdict(stats.Estimate(-0.0040, 0.0041, ""), 0.0044, "test_auc") == "NOT SHOWN"
+    assert report._near_verdict(stats.Estimate(0.0100, 0.0041, ""), 0.0044, "test_logloss") == "FAIL"
 
 
 def test_a_source_quoting_table_i_reads_its_numbers_from_the_published_table(out):

@@ -66,18 +66,39 @@ def test_verdict_directions_and_edges():
         stats.paired([1, 2, 3], [1, 2])
 
 
-def test_against_published_uses_the_sampling_error_of_the_difference():
-    # one AUC on 5,880 rows: a tolerance rule tighter than its sampling error cannot pass; this one can
+def test_against_published_uses_only_the_errors_it_is_given():
     se = stats.auc_se(0.75, 1470, 4410)
-    est = stats.against_published([0.735], 0.75, se_metric=se)
-    assert est.half_width == pytest.approx(1.959964 * math.sqrt(2) * se, rel=1e-6)
-    assert stats.matches(est.value, est.half_width, tolerance=0.01) == PASS
-    assert stats.matches(-0.08, est.half_width, tolerance=0.01) == FAIL
-    assert "cannot be resolved" in est.text
     exact = stats.against_published([0.735], 0.75, se_published=0.0, se_metric=se)
-    assert exact.half_width < est.half_width
-    nothing = stats.against_published([0.735], 0.75)
-    assert math.isinf(nothing.half_width) and stats.matches(nothing.value, nothing.half_width) == NOT_SHOWN
+    assert exact.half_width == pytest.approx(1.959964 * se, rel=1e-6)
+    assert "no error on the published side" in exact.text and "cannot be resolved" in exact.text
+    both = stats.against_published([0.735], 0.75, se_published=se, se_metric=se)
+    assert both.half_width == pytest.approx(math.sqrt(2) * exact.half_width)
+    nothing = stats.against_published([0.735], 0.75, se_published=0.0)
+    assert math.isinf(nothing.half_width)
+    with pytest.raises(ValueError, match="se_published is required"):
+        stats.against_published([0.735], 0.75, se_published=None)
+
+
+def test_equivalence_needs_the_whole_interval_inside_the_tolerance():
+    assert stats.equivalent(0.004, 0.005, 0.01) == PASS
+    assert stats.equivalent(-0.004, 0.007, 0.01) == NOT_SHOWN  # the difference is inside, the interval is not
+    assert stats.equivalent(0.03, 0.01, 0.01) == FAIL
+    assert stats.equivalent(0.0, math.inf, 0.01) == NOT_SHOWN
+    assert stats.equivalent(math.nan, 0.1, 0.01) == NOT_CHECKED
+    with pytest.raises(ValueError, match="needs a margin"):
+        stats.equivalent(0.0, 0.1, 0.0)
+
+
+def test_noninferiority_is_one_sided():
+    # a loss (worse = greater): better by any amount passes, worse only within the margin
+    assert stats.noninferior(-0.0040, 0.0041, 0.0044, stats.GREATER) == PASS
+    assert stats.noninferior(0.0030, 0.0020, 0.0044, stats.GREATER) == NOT_SHOWN
+    assert stats.noninferior(0.0100, 0.0020, 0.0044, stats.GREATER) == FAIL
+    # an AUC (worse = less)
+    assert stats.noninferior(-0.0050, 0.0030, 0.01, stats.LESS) == PASS
+    assert stats.noninferior(-0.0200, 0.0030, 0.01, stats.LESS) == FAIL
+    with pytest.raises(ValueError, match="worse"):
+        stats.noninferior(0.0, 0.1, 0.01, "up")
 
 
 def test_against_published_with_seeds_adds_seed_and_row_terms():
