@@ -336,6 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="precompute_workers of the wall-clock runs")
     parser.add_argument("--squares", choices=("rows", "sum"), default="sum", help="host_squares")
     parser.add_argument("--json", type=Path, help="write every number to this file")
+    parser.add_argument("--shape", choices=("credit1", "fate"), default="credit1",
+                        help="fate: FATE's published benchmark shape instead (bench/fate_shape.py, its own options)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    shape = [a for i, a in enumerate(argv) if a.startswith("--shape=") or (i and argv[i - 1] == "--shape")]
+    if shape and shape[-1].removeprefix("--shape=") == "fate":
+        import fate_shape  # bench/fate_shape.py, beside this file
+
+        return fate_shape.main([a for i, a in enumerate(argv) if not (
+            a.startswith("--shape") or (i and argv[i - 1] == "--shape"))])
     args = parser.parse_args(argv)
     if args.quick:
         parser.set_defaults(**QUICK)

@@ -1,0 +1,182 @@
+"""Encrypted SGD at FATE's published benchmark shape: one epoch of ours per configuration, beside FATE's figure.
+
+FATE's performance document gives one number a user can compare with: Hetero-Coordinated-LR, guest 100,000
+rows x 30 features, host 100,000 x 300, 2 min 16 s per epoch on FATE 2.0 with 16 cores on each of two
+machines, 1 Gb LAN, key length and batch size not stated (:data:`paillier.FATE_REFERENCE`). The pipeline's
+dataset ``synth_fate`` has that shape (logistic model, seeded; ``dvc repro prepare@synth_fate``). Per
+configuration (``--bits`` x ``--batch-sizes`` x ``--packings``) this bench measures:
+
+1. **Whole machine, each party its own process**: ``stages/train.py`` on a one-epoch experiment with
+   ``transport: grpc`` (guest, host and arbiter as three processes on loopback over mutual TLS, the same path
+   as every pipeline run with that transport), ``precompute_workers: 1``. Seconds per epoch are the guest's
+   own clock around the epoch's training messages (timing.json's ``seconds_per_epoch``, evaluation
+   excluded); CPU seconds are every process's (the train stage, the parties and their workers), evaluation
+   and start-up included.
+2. **One core**: the three role programs in this process with ``precompute_workers: 0``
+   (:func:`paillier.ours`) on the first ``--one-core-batches`` mini-batches, scaled to the epoch (the
+   evaluation after them counted once per scaled epoch, so this overstates by about one evaluation).
+3. **The floor**: :func:`paillier.floor_counts` priced by :func:`paillier.best_costs` in this run, the
+   definition of ``bench/paillier.py`` (obfuscators, one multiplication mod n^2 per non-zero entry and loss
+   term, decryptions), so ours / floor reads as it does there.
+
+Printed with the load average before and after, and written with ``--json FILE``. ``--quick`` (for the test
+suite) prepares a 1,000-row slice of the shape in a temporary directory and runs one small 1024-bit
+configuration end to end. ``bench/paillier.py --shape fate`` runs this bench.
+
+Usage: ``python bench/fate_shape.py [--quick] [--data data/prepared/synth_fate] [--bits 1024,2048]
+[--batch-sizes 1000,3000] [--packings auto,1] [--one-core-batches 4] [--json FILE]``. The full matrix takes
+well over an hour on 2 cores (a 1024-bit packed epoch about 2.5 min, a 2048-bit one several times that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paillier as credit  # noqa: E402  (bench/paillier.py: the in-process epoch, the floor, FATE's figure)
+
+from ppml.crypto.paillier import generate_keypair  # noqa: E402
+from ppml.data.prepared import load_prepared  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = "synth_fate"
+TIMEOUT = 3 * 3600  # seconds for one whole-machine epoch (a 2048-bit unpacked one is the slowest)
+
+
+def _params_dir(into: Path, experiment: dict[str, Any], *, rows: int | None = None) -> Path:
+    """A copy of the pipeline's params with `experiment` under ``experiments`` (the section for runs outside
+    the pipeline); `rows` shrinks synth_fate to that many drawn rows (for --quick)."""
+    shutil.copy(ROOT / "params.yaml", into / "params.yaml")
+    shutil.copytree(ROOT / "params", into / "params")
+    if rows is not None:
+        path = into / "params" / "datasets.yaml"
+        datasets = yaml.safe_load(path.read_text())
+        datasets["datasets"][DATASET]["n"] = rows
+        path.write_text(yaml.safe_dump(datasets, sort_keys=False))
+    with (into / "params.yaml").open("a") as f:
+        f.write("\n" + yaml.safe_dump({"experiments": {"fate": experiment}}, sort_keys=False))
+    return into / "params.yaml"
+
+
+def _stage(*args: str, cwd: Path) -> None:
+    done = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:2])} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+
+
+def quick_data(into: Path) -> Path:
+    """A 1,000-training-row slice of FATE's shape, prepared by the pipeline's own stages."""
+    params = _params_dir(into, {"algorithm": "paillier_sgd", "dataset": DATASET}, rows=1276)
+    _stage(str(ROOT / "stages/download.py"), "--dataset", DATASET, "--params", str(params), "--out",
+           str(into / "raw"), cwd=into)
+    _stage(str(ROOT / "stages/prepare.py"), "--dataset", DATASET, "--params", str(params), "--raw",
+           str(into / "raw"), "--out", str(into / "prepared"), cwd=into)
+    return into / "prepared"
+
+
+def experiment(bits: int, batch: int, packing: int | str) -> dict[str, Any]:
+    """One epoch of encrypted SGD at the bench's settings (those of bench/paillier.py), parties in processes."""
+    return {"algorithm": "paillier_sgd", "dataset": DATASET, "transport": "grpc", "timeout": 1800,
+            "batch_size": batch, "encrypted": True, "key_bits": bits, "eta": credit.ETA, "lam": credit.LAM,
+            "tol": 1.0e-4, "max_epochs": 1, "host_squares": "sum", "precompute_workers": 1, "frac_bits": 16,
+            "packing": packing}
+
+
+def whole_machine(data: Path, bits: int, batch: int, packing: int | str, *, rows: int | None) -> dict[str, float]:
+    """Seconds per epoch by the guest's clock and CPU seconds of every process, one epoch over gRPC."""
+    with tempfile.TemporaryDirectory(prefix="fate-shape-") as tmp:
+        tmp = Path(tmp)
+        params = _params_dir(tmp, experiment(bits, batch, packing), rows=rows)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        _stage(str(ROOT / "stages/train.py"), "--experiment", "fate", "--params", str(params), "--data", str(data),
+               "--out", str(tmp / "out"), cwd=tmp)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        timing = json.loads((tmp / "out" / "timing.json").read_text())["values"]
+        metrics = json.loads((tmp / "out" / "metrics.json").read_text())
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"epoch_seconds": float(timing["seconds_per_epoch"]), "cpu_seconds": cpu, "stage_wall": wall,
+            "test_auc": float(metrics["test_auc"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 1,000-row slice, one 1024-bit configuration")
+    parser.add_argument("--data", type=Path, default=ROOT / "data" / "prepared" / DATASET)
+    parser.add_argument("--bits", default="1024,2048")
+    parser.add_argument("--batch-sizes", default="1000,3000")
+    parser.add_argument("--packings", default="auto,1", help="comma-separated: auto (t rows per ciphertext), 1")
+    parser.add_argument("--one-core-batches", type=int, default=4)
+    parser.add_argument("--json", type=Path, help="write every number to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.bits, args.batch_sizes, args.packings, args.one_core_batches = "1024", "200", "auto", 2
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="fate-data-") as tmp:
+        data, rows = (quick_data(Path(tmp)), 1276) if args.quick else (args.data, None)
+        if not (data / "manifest.json").exists():
+            print(f"{data}: no prepared data; run `dvc repro prepare@{DATASET}` first", file=sys.stderr)
+            return 2
+        _, parties, _ = load_prepared(data)
+        guest, host = parties
+        print(f"{DATASET}{' (--quick slice)' if args.quick else ''}: {guest.n_samples} training rows, guest "
+              f"{guest.n_features} features + label, host {host.n_features}; {os.cpu_count()} cores; load "
+              f"average before {' '.join(f'{v:.2f}' for v in load_before)}")
+        print(f"FATE: {credit.FATE_REFERENCE['text']} ({credit.FATE_REFERENCE['url']})")
+        fate = credit.FATE_REFERENCE["numbers"]["seconds_per_epoch_v2_0_0"]
+        header = ("| key bits | |S| | t | whole machine: s / epoch (guest) | CPU s (all processes) | one core: "
+                  "CPU s / epoch | floor s | one core / floor | FATE s / epoch (2 x 16 cores) | FATE / ours |")
+        lines, numbers = [header, "|" + "---|" * 10], {}
+        for bits in (int(b) for b in args.bits.split(",")):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                keys = generate_keypair(bits, scheme="djn")
+            cost, _ = credit.best_costs(*keys, samples=500 if bits <= 1024 else 1000)
+            for batch in (int(s) for s in args.batch_sizes.split(",")):
+                for packing in (p if p == "auto" else int(p) for p in args.packings.split(",")):
+                    machine = whole_machine(data, bits, batch, packing, rows=rows)
+                    few = [credit.head(p, args.one_core_batches * batch) for p in parties]
+                    one = credit.ours(few, keys, batch_size=batch, workers=0, squares="sum", packing=packing,
+                                      frac_bits=16)
+                    scale = -(-guest.n_samples // batch) / -(-few[0].n_samples // batch)
+                    counts = credit.floor_counts(guest, host, batch_size=batch, slots=one["slots"], squares="sum")
+                    floor = sum(counts[k] * cost[k] for k in counts)
+                    one_cpu = one["cpu"] * scale
+                    key = f"b{bits}_s{batch}_t{one['slots']}"
+                    numbers.update({f"{key}_epoch_seconds": machine["epoch_seconds"],
+                                    f"{key}_cpu_seconds": machine["cpu_seconds"],
+                                    f"{key}_one_core_cpu_seconds": one_cpu, f"{key}_floor_seconds": floor})
+                    versus = ("— (a slice, not FATE's shape) | —" if args.quick else
+                              f"{fate:.0f} | {fate / machine['epoch_seconds']:.2f}")
+                    lines.append(f"| {bits} | {batch} | {one['slots']} | {machine['epoch_seconds']:.1f} | "
+                                 f"{machine['cpu_seconds']:.0f} | {one_cpu:.1f} | {floor:.1f} | "
+                                 f"{one_cpu / floor:.2f} | {versus} |")
+                    credit.progress(lines[-1])
+    load_after = os.getloadavg()
+    print("\n".join(lines))
+    print(f"one core: the first {args.one_core_batches} mini-batches scaled to the epoch; the floor as in "
+          "bench/paillier.py; FATE's figure is another shape of machine (32 cores, a LAN, key and batch not "
+          "stated): a ratio to read, not a like-for-like comparison")
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in load_after)}")
+    if args.json:
+        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
