@@ -54,6 +54,7 @@ from ppml.data.prepared import load_prepared  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = "synth_fate"
 TIMEOUT = 3 * 3600  # seconds for one whole-machine epoch (a 2048-bit unpacked one is the slowest)
+QUICK_ROWS = 1276  # rows drawn for --quick: 1,000 training rows after alignment and the held-out fifth
 
 
 def _params_dir(into: Path, experiment: dict[str, Any], *, rows: int | None = None) -> Path:
@@ -80,7 +81,7 @@ def _stage(*args: str, cwd: Path) -> None:
 
 def quick_data(into: Path) -> Path:
     """A 1,000-training-row slice of FATE's shape, prepared by the pipeline's own stages."""
-    params = _params_dir(into, {"algorithm": "paillier_sgd", "dataset": DATASET}, rows=1276)
+    params = _params_dir(into, {"algorithm": "paillier_sgd", "dataset": DATASET}, rows=QUICK_ROWS)
     _stage(str(ROOT / "stages/download.py"), "--dataset", DATASET, "--params", str(params), "--out",
            str(into / "raw"), cwd=into)
     _stage(str(ROOT / "stages/prepare.py"), "--dataset", DATASET, "--params", str(params), "--raw",
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         args.bits, args.batch_sizes, args.packings, args.one_core_batches = "1024", "200", "auto", 2
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="fate-data-") as tmp:
-        data, rows = (quick_data(Path(tmp)), 1276) if args.quick else (args.data, None)
+        data, rows = (quick_data(Path(tmp)), QUICK_ROWS) if args.quick else (args.data, None)
         if not (data / "manifest.json").exists():
             print(f"{data}: no prepared data; run `dvc repro prepare@{DATASET}` first", file=sys.stderr)
             return 2

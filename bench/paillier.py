@@ -88,6 +88,8 @@ ETA, LAM = 0.15, 0.01
 QUICK = {"bits": 1024, "batch_size": 200, "batches": 2, "rows": 1000, "frac_bits": "16"}
 
 #: FATE's published figure (FATE-v2.0.0 performance document), quoted as given; not the same shape or machine.
+#: --shape: Credit 1 (this bench) or FATE's published benchmark shape (bench/fate_shape.py)
+SHAPES = ("credit1", "fate")
 FATE_REFERENCE = {
     "url": "https://github.com/FederatedAI/FATE/blob/master/doc/2.0/fate/performance.md",
     "text": ("FATE's docs: Hetero-Coordinated-LR 2m16s/epoch on FATE-v2.0.0 (2m41s/epoch on v1.11.4); guest "
@@ -336,15 +338,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="precompute_workers of the wall-clock runs")
     parser.add_argument("--squares", choices=("rows", "sum"), default="sum", help="host_squares")
     parser.add_argument("--json", type=Path, help="write every number to this file")
-    parser.add_argument("--shape", choices=("credit1", "fate"), default="credit1",
+    parser.add_argument("--shape", choices=SHAPES, default="credit1",
                         help="fate: FATE's published benchmark shape instead (bench/fate_shape.py, its own options)")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    shape = [a for i, a in enumerate(argv) if a.startswith("--shape=") or (i and argv[i - 1] == "--shape")]
-    if shape and shape[-1].removeprefix("--shape=") == "fate":
+    only_shape = argparse.ArgumentParser(add_help=False)  # the rest of the arguments are fate_shape's then
+    only_shape.add_argument("--shape", choices=SHAPES, default="credit1")
+    shape, rest = only_shape.parse_known_args(argv)
+    if shape.shape == "fate":
         import fate_shape  # bench/fate_shape.py, beside this file
 
-        return fate_shape.main([a for i, a in enumerate(argv) if not (
-            a.startswith("--shape") or (i and argv[i - 1] == "--shape"))])
+        return fate_shape.main(rest)
     args = parser.parse_args(argv)
     if args.quick:
         parser.set_defaults(**QUICK)

@@ -58,11 +58,11 @@ def split_entries(text: str) -> tuple[list[str], dict[str, list[str]]]:
         match = ENTRY.match(line)
         if match is not None:
             current = blocks.setdefault(match.group(1), [])
-        elif current is None or not (line.startswith("    ") or not line.strip()):
-            if current is not None:
-                raise ValueError(f"dvc.lock: unexpected line after the stage entries: {line.rstrip()!r}")
+        elif current is None:
             head.append(line)
             continue
+        elif line.strip() and not line.startswith("    "):
+            raise ValueError(f"dvc.lock: unexpected line after the stage entries: {line.rstrip()!r}")
         current.append(line)
     return head, blocks
 

@@ -414,10 +414,10 @@ def _extra_claim(table: dict, dataset: str, batch: int) -> Claim:
                                  f"1 + 1/L = {bound:.3f}.", [TABLE]))
 
 
-def _part(name: str, est: stats.Estimate, tolerance: float) -> tuple[str, str]:
-    """One part of a Table 1 cell's row: (its text, its TOST verdict)."""
+def _part(name: str, est: stats.Estimate, tolerance: float) -> tuple[str, str, str]:
+    """One part of a Table 1 cell's row: (its name, its text, its TOST verdict)."""
     verdict = stats.equivalent(est.value, est.half_width, tolerance)
-    return f"{name} Δ {est.value:+.4g} ± {est.half_width:.3g} inside ±{tolerance:.3g}: {verdict}", verdict
+    return name, f"{name} Δ {est.value:+.4g} ± {est.half_width:.3g} inside ±{tolerance:.3g}: {verdict}", verdict
 
 
 def _matches(claim_id: str, statement: str, dataset: str, pub: dict[str, Any], run: Run,
@@ -436,16 +436,16 @@ def _matches(claim_id: str, statement: str, dataset: str, pub: dict[str, Any], r
     epochs = stats.against_published(seeds or seed_epochs(run), float(pub["epochs"]), se_published=0.0)
     parts = [_part("loss", loss, MATCH_LOSS * pub["loss"]), _part("AUC", auc, MATCH_AUC),
              _part("epochs", epochs, MATCH_EPOCHS)]
-    verdict = _all([v for _, v in parts])
+    verdict = _all([v for _, _, v in parts])
     ours = (f"loss {m['loss']:.6f}, test AUC {m['test_auc']:.4f}, {_count(m['epochs'])} epochs"
             + (f" (plaintext twin: {', '.join(_count(e) for e in seeds)} over {len(seeds)} seeds)" if seeds else "")
-            + ". " + "; ".join(text for text, _ in parts))
+            + ". " + "; ".join(text for _, text, _ in parts))
     margin = (f"TOST per part, the whole 95 % interval inside the tolerance: loss ±{MATCH_LOSS:.0%} of the cell "
               f"({loss.text}); AUC ±{MATCH_AUC} (Hanley-McNeil on {n_pos} + {n_neg} test rows: {auc.text}); "
               f"epochs ±{MATCH_EPOCHS} ({epochs.text}). {MATCH_REASON} The row is the conjunction of its parts")
     evidence = [TABLE, f"reports/runs/{run.name}"] + ([f"reports/runs/{twin.name}"] if seeds else [])
-    failed = [text.split(" Δ")[0] for text, v in parts if v == FAIL]
-    undecided = [text.split(" Δ")[0] for text, v in parts if v == NOT_SHOWN]
+    failed = [name for name, _, v in parts if v == FAIL]
+    undecided = [name for name, _, v in parts if v == NOT_SHOWN]
     if failed:
         why = (READING, f"ours differ from Table 1's beyond the tolerance in: {', '.join(failed)}; the poster gives "
                         "neither η, λ, M nor its split, so these settings are our reading.", evidence)
