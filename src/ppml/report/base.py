@@ -62,6 +62,49 @@ MEASURED, SIMULATED, COST_MODEL = "measured", "simulated", "cost model"
 BASES = (MEASURED, SIMULATED, COST_MODEL)
 
 
+def combine(verdicts: Iterable[str]) -> str:
+    """A statement's verdict from its counted parts' (the conjunction): FAIL when any part fails, PASS when
+    every checked part passes, NOT SHOWN otherwise; parts NOT CHECKED (a run they need is absent) are left out,
+    and a statement none of whose parts was checked is NOT CHECKED."""
+    checked = [v for v in verdicts if v != NOT_CHECKED]
+    if not checked:
+        return NOT_CHECKED
+    return FAIL if FAIL in checked else PASS if all(v == PASS for v in checked) else NOT_SHOWN
+
+
+#: the rule :func:`combine` applies, in words (on every statement with parts)
+RULE = ("PASS when every counted part passes, FAIL when any counted part fails, NOT SHOWN otherwise; a part "
+        "NOT CHECKED (its run absent) is left out")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One reading, setting or dataset of a statement (:attr:`Claim.parts`), with its own verdict.
+
+    ``id`` is the part's own id (the id it had as a row of its own, so ledgers compare across the change),
+    ``name`` says in a few words which reading it is ("a9a, LR, model (8)"); ``counted`` is False for a
+    reading shown beside the statement whose verdict does not enter the statement's rule (the statement's
+    ``rule`` says why).
+    """
+
+    id: str
+    name: str
+    statement: str
+    published: str
+    ours: str
+    verdict: str
+    margin: str = ""
+    counted: bool = True
+    cause: str | None = None
+    explanation: str | None = None
+    evidence: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "counted": self.counted, "statement": self.statement,
+                "published": self.published, "ours": self.ours, "verdict": self.verdict, "margin": self.margin,
+                "cause": self.cause, "explanation": self.explanation, "evidence": list(self.evidence)}
+
+
 @dataclass(frozen=True)
 class Claim:
     """A published claim as a checkable statement, or one of our own checks.
@@ -79,6 +122,9 @@ class Claim:
     ``docs/methods.md#anchor``; :func:`check_evidence` checks they exist). Use :func:`why_not` to attach
     them only when the verdict is FAIL or NOT SHOWN. ``basis`` is None, or for a
     timing claim one of :data:`BASES`; a timing claim can PASS only on measured wall clocks.
+
+    ``parts`` (with ``rule``) make the row one statement checked several ways (datasets, settings, readings:
+    :mod:`ppml.report.statements`): its verdict must be :func:`combine` of the counted parts'.
     """
 
     id: str
@@ -94,10 +140,22 @@ class Claim:
     explanation: str | None = None
     evidence: tuple[str, ...] = ()
     basis: str | None = None
+    parts: tuple[Part, ...] = ()
+    rule: str = ""
 
     def __post_init__(self) -> None:
         def bad(field_: str, why: str) -> ValueError:
             return ValueError(f"claim {self.id}: {field_} {why}")
+
+        object.__setattr__(self, "parts", tuple(self.parts))
+        if self.parts:
+            if not all(isinstance(p, Part) for p in self.parts):
+                raise bad("parts", f"must be Part objects, got {[type(p).__name__ for p in self.parts]}")
+            if not self.rule.strip():
+                raise bad("rule", "must say how the parts decide the verdict")
+            expected = combine(p.verdict for p in self.parts if p.counted)
+            if self.verdict != expected:
+                raise bad("verdict", f"{self.verdict!r} is not what its counted parts give ({expected!r})")
 
         if self.verdict not in VERDICTS:
             raise bad("verdict", f"must be one of {VERDICTS}, got {self.verdict!r}")
@@ -145,7 +203,8 @@ class Claim:
         return {"id": self.id, "paper": self.paper, "kind": self.kind, "source": self.source,
                 "statement": self.statement, "published": self.published, "ours": self.ours,
                 "verdict": self.verdict, "margin": self.margin, "pass": self.passed, "cause": self.cause,
-                "explanation": self.explanation, "evidence": list(self.evidence), "basis": self.basis}
+                "explanation": self.explanation, "evidence": list(self.evidence), "basis": self.basis,
+                **({"rule": self.rule, "parts": [p.to_dict() for p in self.parts]} if self.parts else {})}
 
 
 def why_not(verdict: str, cause: str, explanation: str, *evidence: str) -> dict[str, Any]:

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ppml.report.claims import counts_line, entry_kind, entry_verdict
+from ppml.report.base import PAPER_CLAIM
+from ppml.report.claims import counts_line, entry_kind, entry_parts, entry_verdict
 from ppml.timing import is_timing
 
 #: the metrics compared per run (the headline columns of the report tables), in display order
@@ -245,6 +246,29 @@ def claims_section(a: Snapshot, b: Snapshot) -> list[str]:
         lines += ["### Kind changed, verdict not", ""] + _table(
             ["claim", f"kind ({a.rev})", f"kind ({b.rev})", "verdict"],
             [[i, entry_kind(old[i]), entry_kind(new[i]), entry_verdict(new[i])] for i in rekinded]) + [""]
+    return lines + _parts_section(a, b)
+
+
+def _parts(claims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every part of the ledger's paper statements by its id (a statement without parts is its one part), so
+    that ledgers from before statements had parts compare with today's reading by reading."""
+    return {p["id"]: p for c in claims.values() if entry_kind(c) == PAPER_CLAIM for p in entry_parts(c)
+            if isinstance(p, dict) and "id" in p}
+
+
+def _parts_section(a: Snapshot, b: Snapshot) -> list[str]:
+    """The parts (readings, settings, datasets) whose verdict moved, matched by their ids."""
+    old, new = _parts(a.claims or {}), _parts(b.claims or {})
+    moved = [i for i in new if i in old and entry_verdict(old[i]) != entry_verdict(new[i])]
+    gone = [i for i in old if i not in new]
+    lines = [f"Parts of the paper statements, matched by id: {len(moved)} verdict changes, "
+             f"{len([i for i in new if i not in old])} added, {len(gone)} removed ({len(old)} → {len(new)} parts).",
+             ""]
+    if moved:
+        lines += ["### Part verdict changed", ""] + _table(
+            ["part", f"verdict ({a.rev})", f"verdict ({b.rev})", f"ours ({a.rev})", f"ours ({b.rev})"],
+            [[i, entry_verdict(old[i]), entry_verdict(new[i]), old[i].get("ours"), new[i].get("ours")]
+             for i in moved]) + [""]
     return lines
 
 
@@ -376,6 +400,11 @@ def result_changes(a: Snapshot, b: Snapshot) -> list[str]:
                  or entry_kind(a.claims[i]) != entry_kind(b.claims[i])]
         if moved:
             out.append(f"claims {len(moved)}")
+        old, new = _parts(a.claims), _parts(b.claims)
+        parts = [i for i in set(old) | set(new) if i not in old or i not in new
+                 or entry_verdict(old[i]) != entry_verdict(new[i])]
+        if parts and not moved:  # a part shown but not counted moved: no statement did
+            out.append(f"parts {len(parts)}")
     elif (a.claims is None) != (b.claims is None):
         out.append("the claims ledger")
     runs = [n for n in set(a.runs) | set(b.runs) if n not in a.runs or n not in b.runs

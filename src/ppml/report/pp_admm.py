@@ -62,6 +62,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ppml.report import stats
+from ppml.report.statements import Statement
 from ppml.report.base import (DATA, DIAGNOSTIC, FAIL, NOT_CHECKED, NOT_SHOWN, PAPER_CLAIM, PASS, POWER, PROPERTY,
                               READING, REFERENCE, RUN, Claim, ReportOutput, Run, Runs, markdown_table)
 
@@ -1602,3 +1603,40 @@ def _claims(inputs: Inputs) -> list[Claim]:
     """The paper's claims 1-7 of one dataset, then our diagnostics."""
     return [*_study_claims(inputs), *_fig5_claims(inputs), *_fig6_claims(inputs), *_fig7_claims(inputs),
             *_diagnostics(inputs)]
+
+
+# --- the ledger's statements (ppml.report.statements): one row per thing §5 and the abstract state ----------
+
+#: statement suffix -> (what it states, its parts: claim suffix -> part name), per dataset
+_STATEMENTS = {
+    "claim1-smaller-splits": (
+        "PP-ADMM's error is lower at the smallest budget split than at the largest (Fig. 1)",
+        {"claim1-smaller-splits-lower-error": "test error", "claim1-smaller-splits-lower-train-error":
+         "training error"}),
+    "claim2-beta-3_5": (
+        "β = 10^-3.5 gives PP-ADMM's lowest error (Fig. 2)",
+        {"claim2-beta-3_5-lowest": "test error", "claim2-beta-3_5-lowest-train": "training error"}),
+    "claim4-alpha-1e-3": (
+        "α = 1e-3 gives IPP-ADMM's lowest error (Fig. 4)",
+        {"claim4-alpha-1e-3-best": "test error", "claim4-alpha-1e-3-best-train": "training error"}),
+    "claim5-beats-baselines": (
+        "PP-ADMM and IPP-ADMM have a lower test error than DVP, M-ADMM and R-ADMM at each ε (Fig. 5)",
+        {"claim5-pp-admm-beats-baselines": "PP-ADMM", "claim5-ipp-admm-beats-baselines": "IPP-ADMM"}),
+    "claim5-less-budget": (
+        "PP-ADMM and IPP-ADMM need less privacy budget than the baselines for the same test error (Fig. 5)",
+        {"claim5-pp-admm-less-budget": "PP-ADMM", "claim5-ipp-admm-less-budget": "IPP-ADMM"}),
+    "claim5-ipp-improves-on-pp": (
+        "IPP-ADMM further saves privacy cost over PP-ADMM (Fig. 5)",
+        {"claim5-ipp-below-pp": "test error at each ε", "claim5-ipp-less-budget-than-pp": "budget for an error"}),
+    "claim7-near-best-achievable": (
+        "PP-ADMM and IPP-ADMM come close to the best achievable error over a wide range of ε (Fig. 7)",
+        {"claim7-pp-admm-near-best-achievable": "PP-ADMM", "claim7-ipp-admm-near-best-achievable": "IPP-ADMM"}),
+}
+
+
+def statements(ids: list[str]) -> list[Statement]:
+    """The statements of every dataset the claims `ids` are of."""
+    datasets = dict.fromkeys(i.split("-")[1] for i in ids if i.startswith(f"{PAPER}-"))
+    return [Statement(f"{PAPER}-{dataset}-{sid}", f"{dataset}: {text}",
+                      tuple((f"{PAPER}-{dataset}-{cid}", name) for cid, name in parts.items()))
+            for dataset in datasets for sid, (text, parts) in _STATEMENTS.items()]

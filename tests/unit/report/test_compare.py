@@ -87,8 +87,10 @@ def test_compare_two_commits(repo, capsys):
     out = capsys.readouterr().out
     assert "2 verdict changes, 1 claims added, 1 removed (4 → 4 claims)" in out
     # the old ledger has no kinds: its entries count as paper claims
-    assert "- HEAD~1: 4 paper claims: 2 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED; 0 diagnostics" in out
-    assert "- HEAD: 2 paper claims: 1 PASS, 0 FAIL, 1 NOT SHOWN, 0 NOT CHECKED; 2 diagnostics" in out
+    assert ("- HEAD~1: 4 paper statements: 2 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED (their 4 parts: 2 PASS, 1 "
+            "FAIL, 0 NOT SHOWN, 1 NOT CHECKED); 0 diagnostics") in out
+    assert ("- HEAD: 2 paper statements: 1 PASS, 0 FAIL, 1 NOT SHOWN, 0 NOT CHECKED (their 2 parts: 1 PASS, 0 "
+            "FAIL, 1 NOT SHOWN, 0 NOT CHECKED); 2 diagnostics") in out
     changed, added, removed = (out.split(f"### {t}\n")[1].split("###")[0] for t in ("Verdict changed", "Added",
                                                                                      "Removed"))
     assert "| tie | paper | PASS | NOT SHOWN | power | 0.3900 vs 0.3900 | 0.3900 vs 0.3900 |" in changed

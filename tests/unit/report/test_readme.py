@@ -7,7 +7,8 @@ import yaml
 
 from ppml.data.download import UNAVAILABLE
 from ppml.report.base import markdown_anchors
-from ppml.report.readme import END, START, _short_source, main, refresh, what_reproduces
+from ppml.report.readme import END, START, main, refresh
+from ppml.report.summary_table import short_source, statements_table
 from ppml.timing import is_timing, timing_record
 
 REPO = Path(__file__).resolve().parents[3]
@@ -99,22 +100,20 @@ def test_readme_gets_one_row_per_paper_with_the_majority_class_beside_error_rate
     baselines = next(r for r in rows.values() if "**Baselines**" in r)
     cells = [c.strip() for c in baselines.strip("|").split(" | ")]
     assert "a9a 0.1499 / 0.1627" in cells[1] and "a9a 0.2361" in cells[2]  # error, and majority beside it
-    assert cells[3] == "paper claims: 1 PASS, 1 NOT CHECKED; 1 diagnostic"
+    assert cells[3] == "statements: 1 PASS, 1 NOT CHECKED; 1 diagnostic"
     assert "[full results](docs/results.md#baselines)" in cells[4]
     assert "[baselines](reports/tables/baselines.md)" in cells[4]
     pp = next(r for r in rows.values() if "**PP-ADMM" in r)
     assert "PP-ADMM 0.2520" in pp and "| Adult 0.2512 |" in pp
     fdml = next(r for r in rows.values() if "**FDML**" in r)
     assert "LR 0.8500 / — / —" in fdml  # mean of the two seeds at epoch 10, not the final 0.99
-    assert "All claims: 5 paper claims: 3 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED; 1 diagnostics" in text
-    # the causes, counted per paper, and the generated "What reproduces", from the paper claims only
+    assert ("All claims: 5 paper statements: 3 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED (their 5 parts: 3 PASS, 1 "
+            "FAIL, 0 NOT SHOWN, 1 NOT CHECKED); 1 diagnostics") in text
+    # per paper, its statements in one table, from the paper claims only
     section = _section(text)
-    assert "| paper | property | reading | data | power | FAIL or NOT SHOWN |" in section
-    assert "| FDML | 1 | 0 | 0 | 0 | 1 |" in section
-    reproduces = section.split("**What reproduces and what does not**")[1]
-    assert ("- **FDML**: 1 of 2 paper claims pass. reproduced: Fig. 2 [ok]. FAIL (1): Table I [wins] — property: The old own "
-            "term slows it.") in reproduces
-    assert "**Baselines**" not in reproduces
+    fdml_table = section.split("**FDML**\n\n")[1].split("\n\n")[0].splitlines()
+    assert fdml_table[0] == "| statement | where | the paper | ours | verdict | why |"
+    assert len(fdml_table) == 4 and "| **FAIL** | property: The old own term slows it. |" in fdml_table[2]
 
 
 def test_results_page_holds_every_claim_table_and_figure_under_its_paper(reports, readme, tmp_path):
@@ -125,15 +124,16 @@ def test_results_page_holds_every_claim_table_and_figure_under_its_paper(reports
     assert headings.index("## Baselines") < headings.index(papers) < headings.index(diagnostics) \
         < headings.index("### Baselines") < headings.index("## ADMM sharing")
     assert headings.index("## Why paper claims do not pass") < headings.index("## Baselines")
-    assert "**5 paper claims: 3 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED; 1 diagnostics**" in page
+    assert ("**5 paper statements: 3 PASS, 1 FAIL, 0 NOT SHOWN, 1 NOT CHECKED (their 5 parts: 3 PASS, 1 FAIL, 0 NOT "
+            "SHOWN, 1 NOT CHECKED); 1 diagnostics**") in page
     assert ("| fdml-wins | FAIL | property | The old own term slows it. | "
             "[reports/tables/fdml_table1.md](../reports/tables/fdml_table1.md) |") in page
     assert "#### adult" in headings  # a table's own subheadings move down with it
     assert headings.index("## FDML") < headings.index("### FDML: Table I analogue")  # headless table's title
     assert headings[-3:] == ["## Other results", "### Paper claims (1 PASS)", "### Something new"]  # none dropped
     assert "| tie | 0.39 vs 0.39 | 0.013 = 2 SE | NOT SHOWN |" in page
-    assert "| old | — | x | — | PASS |" in page
-    assert "| new paper's claim | — | z | — | PASS |" in page.split("## Other results")[1]
+    assert "| old | — | x | — | **PASS** |" in page
+    assert "| new paper's claim | — | z | — | **PASS** |" in page.split("## Other results")[1]
     assert "![fdml_curves](../reports/plots/fdml_curves.png)" in page.split("\n## FDML\n")[1]
 
 
@@ -146,7 +146,7 @@ def test_why_a_dataset_is_missing_is_said_once_in_each_file(reports, readme, tmp
                 "only \"not run: data unavailable\".") in text.splitlines()
     assert "| centralized-gisette | not run: data unavailable |" in page
     assert ("| gisette helps | ADMM sharing paper, Fig. 3(b) | centralized-gisette: not run: data unavailable | — "
-            "| NOT CHECKED |") in page
+            "| **NOT CHECKED** |") in page
 
 
 def test_every_link_resolves_and_every_anchor_is_a_heading(reports, readme, tmp_path):
@@ -171,41 +171,55 @@ def test_a_source_loses_only_the_papers_name_even_with_a_comma_inside_its_parent
                            "Theorem 1 (Sec. 3.1); Fig. 1(a)/2(a)"),
                           ("Table 2 (Adult, ε = 1), §4", "Table 2 (Adult, ε = 1), §4"),  # no paper named
                           ("", "")):
-        assert _short_source(source) == short, source
+        assert short_source(source) == short, source
 
 
-def _items(line: str) -> list[str]:
-    """The items of a paper's line of "What reproduces" (after "reproduced: " or "FAIL (n): ", at " · ")."""
-    items = []
-    for part in re.split(r"(?:reproduced|FAIL \(\d+\)): ", line)[1:]:
-        items += part.split(" · ")
-    return items
+def _where_cells(lines: list[str]) -> list[str]:
+    """The "where" cells of statement tables (the second column of rows after a ``| statement |`` header)."""
+    cells, inside = [], False
+    for line in lines:
+        if line.startswith("| statement | where |"):
+            inside = True
+        elif inside and line.startswith("|") and not line.startswith("|---"):
+            cells.append(line.strip("|").split(" | ")[1].strip())
+        elif not line.startswith("|"):
+            inside = False
+    return cells
 
 
-def test_what_reproduces_names_no_item_by_a_fragment_of_a_citation():
+def test_a_statement_table_names_where_by_the_location_not_a_fragment_of_a_citation():
     source = "PP-ADMM paper (Ding et al., CIKM 2020), §5 'Impacts of parameters', Fig. {}"
-    claims = [{"id": f"pp_admm-adult-claim{i}", "paper": "pp_admm", "kind": "paper",
-               "source": source.format(i), "verdict": verdict,
+    claims = [{"id": f"pp_admm-adult-claim{i}", "paper": "pp_admm", "kind": "paper", "statement": f"s{i}",
+               "source": source.format(i), "published": "p", "ours": "o", "verdict": verdict,
                "cause": "property" if verdict == "FAIL" else None,
                "explanation": "line 3's regularizer (λ̂/N 0.0545 at ε = 1)" if verdict == "FAIL" else None}
               for i, verdict in ((1, "PASS"), (2, "PASS"), (3, "FAIL"))]
-    line = next(x for x in what_reproduces(claims, "docs/results.md") if x.startswith("- **PP-ADMM"))
-    items = _items(line)
-    assert [i.split(" [")[0] for i in items] == [f"§5 'Impacts of parameters', Fig. {i}" for i in (1, 2, 3)]
-    assert "CIKM" not in line
+    table = statements_table(claims, "pp_admm")
+    assert _where_cells(table) == [f"§5 'Impacts of parameters', Fig. {i}" for i in (1, 2, 3)]
+    assert "CIKM" not in "\n".join(table)
+    assert table[-1].endswith("| **FAIL** | property: line 3's regularizer (λ̂/N 0.0545 at ε = 1) |")
 
 
-def test_no_item_of_the_committed_summary_starts_with_a_fragment():
-    """The committed README: every item of "What reproduces" starts at a word or a section mark, never inside
-    a citation (e.g. "CIKM 2020), §5"), and opens as many parentheses as it closes."""
-    section = _section((REPO / "README.md").read_text())
-    lines = [x for x in section.splitlines() if x.startswith("- **") and "paper claims pass" in x]
-    assert lines, "the README's summary has no line per paper (what_reproduces)"
-    for line in lines:
-        for item in _items(line):
-            head = item.split(" — ")[0]
-            assert not re.match(r"[^\w§'\"(]|\S*\d{4}\)", item), item[:80]
-            assert head.count("(") == head.count(")"), head[:80]
+def test_a_statement_of_parts_shows_their_verdicts_and_the_first_deciding_part():
+    part = {"counted": True, "statement": "x", "published": "p", "ours": "o", "margin": "m"}
+    claim = {"id": "fdml-s", "paper": "fdml", "kind": "paper", "statement": "s", "source": "FDML paper, §VII",
+             "published": "p", "ours": "o", "verdict": "FAIL", "cause": "data", "explanation": "e",
+             "parts": [{**part, "id": "a", "name": "a9a", "verdict": "PASS"},
+                       {**part, "id": "b", "name": "synth", "verdict": "FAIL", "explanation": "too slow"},
+                       {**part, "id": "c", "name": "literal", "verdict": "FAIL", "counted": False,
+                        "explanation": "x"}]}
+    row = statements_table([claim], "fdml")[-1]
+    assert "| parts: 1 PASS, 1 FAIL; shown, not counted: 1 FAIL | **FAIL** | data: synth: too slow |" in row
+
+
+def test_no_row_of_the_committed_summary_starts_with_a_fragment():
+    """The committed README: every statement's "where" starts at a word or a section mark, never inside a
+    citation (e.g. "CIKM 2020), §5"), and opens as many parentheses as it closes."""
+    cells = _where_cells(_section((REPO / "README.md").read_text()).splitlines())
+    assert cells, "the README's summary has no statement table"
+    for cell in cells:
+        assert not re.match(r"[^\w§'\"(]|\S*\d{4}\)", cell), cell[:80]
+        assert cell.count("(") == cell.count(")"), cell[:80]
 
 
 def test_runs_a_headline_needs_are_reported_missing_and_shown_as_a_dash(reports, readme):
@@ -240,8 +254,8 @@ def _committed_block(section: str, name: str) -> str:
     return "\n".join(lines[first + 1:end])
 
 
-def test_the_readme_ray_example_is_a_committed_block_plus_transport_ray():
-    readme = (REPO / "README.md").read_text()
+def test_the_ray_example_is_a_committed_block_plus_transport_ray():
+    readme = (REPO / "README.md").read_text() + (REPO / "docs" / "ray.md").read_text()
     examples = [b for b in _yaml_blocks(readme) if "transport: ray" in b]
     assert examples
     for block in examples:

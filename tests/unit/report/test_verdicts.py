@@ -29,15 +29,17 @@ def test_claim_verdicts_in_json_and_markdown():
     assert [c.passed for c in claims] == [None, True, None, False]
     assert summary_metrics(claims) == {
         "paper": {"claims": 3, "pass": 1, "fail": 0, "not_shown": 1, "not_checked": 1},
+        "parts": {"claims": 3, "pass": 1, "fail": 0, "not_shown": 1, "not_checked": 1},
         "diagnostics": {"claims": 1, "pass": 0, "fail": 1, "not_shown": 0, "not_checked": 0}}
     md = claims_markdown(claims)
-    assert "**3 paper claims: 1 PASS, 0 FAIL, 1 NOT SHOWN, 1 NOT CHECKED; 1 diagnostics**" in md
+    assert ("**3 paper statements: 1 PASS, 0 FAIL, 1 NOT SHOWN, 1 NOT CHECKED (their 3 parts: 1 PASS, 0 FAIL, 1 "
+            "NOT SHOWN, 1 NOT CHECKED); 1 diagnostics**") in md
     # the causes of non-PASS paper claims, in one table, with links from reports/ (where claims.md lives)
     why = md.split("## Why paper claims do not pass")[1].split("\n## ")[0]
     assert "| a | NOT SHOWN | power | Too few seeds. | [reports/tables/t.md#x](tables/t.md#x) |" in why
     assert "| d |" not in why  # a diagnostic is never among them
-    assert "| a | Fig. 1 | s | pub | ours | 1e-3: seed std | NOT SHOWN |" in md
-    assert "| b | Table 1 | s \\|S\\| | pub | ours | — | PASS |" in md  # a '|' in a cell is escaped
+    assert "| a | Fig. 1 | s | pub | ours | 1e-3: seed std | **NOT SHOWN** |" in md
+    assert "| b | Table 1 | s \\|S\\| | pub | ours | — | **PASS** |" in md  # a '|' in a cell is escaped
     assert md.index("## q") < md.index("### Diagnostics (our own checks)") < md.index("| d | our check |")
     with pytest.raises(ValueError, match="verdict must be one of"):
         Claim("e", "p", "s", "pub", "ours", "MAYBE", source="Fig. 1")
