@@ -90,3 +90,16 @@ def test_a_non_finite_number_in_an_entry_is_an_accounting_failure(monkeypatch):
     assert entry == {"name": "r", "algorithm": "pp_admm", "dataset": "d", "certified": False, "paper": None,
                      "tight": None, "status": "accounting failed: ValueError: the accounting gave a non-finite "
                                               "number at tight.parties[0].epsilon"}
+
+
+@pytest.mark.parametrize("target, certified", [(None, True), (100.0, True), (0.5, False)])
+def test_a_run_is_certified_only_when_its_tight_epsilon_meets_its_target(target, certified):
+    led = PrivacyLedger(events=[GaussianEvent(sigma=5.0, sensitivity=1.0, count=10)], certified=True,
+                        delta=1e-5, target_epsilon=target, notes=["budget by the 'paper' calibration"])
+    entry = account_run("a", {"algorithm": "pp_admm"}, {"runs": [led.to_dict()]})
+    spent = entry["tight"]["epsilon"]
+    assert 0.5 < spent < 100.0  # the tight epsilon is stated either way
+    assert entry["certified"] is certified
+    if not certified:
+        assert entry["status"].startswith(f"not certified at the target: the tight epsilon of the recorded "
+                                          f"mechanisms is {spent:.4g} > the target 0.5")

@@ -560,8 +560,9 @@ STATEMENTS = [
     Statement("paillier_sqn-extra-communication", "SQN exchanges at most 1/L more encrypted numbers per "
               "iteration than SGD ('Communication Costs of Each Iteration')",
               _cells("paillier_sqn-{dataset}-b{batch}-extra-communication")),
-    *(Statement(f"paillier_sqn-{label.lower()}-table1-reproduced", f"Table 1's {label} cells (final loss, test AUC, epochs) are "
-                "reproduced: each of ours equivalent to the poster's within a tolerance stated in advance",
+    *(Statement(f"paillier_sqn-{label.lower()}-table1-reproduced",
+                f"Table 1's {label} cells (final loss, test AUC, epochs) are reproduced: each of ours equivalent "
+                "to the poster's within a tolerance stated in advance",
                 _cells(f"paillier_sqn-{{dataset}}-b{{batch}}-{method}-matches"))
       for method, label in METHODS.items()),
 ]

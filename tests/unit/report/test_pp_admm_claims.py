@@ -141,8 +141,29 @@ def test_the_papers_pattern_passes_every_paper_claim_with_its_source():
     assert claims["dvp-beats-majority-eps0_5"].verdict == "PASS" and claims["dvp-beats-majority-eps0_5"].cause is None
     assert claims["pp-admm-beats-majority-eps10"].verdict == "PASS"
     assert claims["alpha-readings-differ"].verdict == "PASS"
-    assert set(claims) == set(PAPER_IDS) | {"alpha-readings-differ"} | {
+    assert set(claims) == set(PAPER_IDS) | {"alpha-readings-differ", "theorem3_3", "theorem4_1"} | {
         f"{a.replace('_', '-')}-beats-majority-eps{e:g}".replace(".", "_") for a in report.PRIVATE for e in EPS}
+    # no run here was accounted: the theorems' rows say so
+    assert claims["theorem3_3"].verdict == claims["theorem4_1"].verdict == "NOT CHECKED"
+
+
+def test_a_theorem_holds_where_the_tight_epsilon_is_within_its_epsilon():
+    def accounted(name, algorithm, paper, tight, **block):
+        run = _run(algorithm, 0.2, epsilon=10.0, name=name, block=block)
+        run.privacy = {"paper": {"epsilon": paper}, "tight": {"epsilon": tight}, "certified": tight <= 10.0}
+        return run
+
+    runs = [accounted("pp_admm-adult-eps10", "pp_admm", 12.71, 11.59),
+            accounted("pp_admm-adult-study-splits0_5", "pp_admm", 12.71, 20.15, splits=0.5),
+            accounted("pp_admm-adult-reconstructed-eps10", "pp_admm", 10.0, 30.0, variant="reconstructed"),
+            accounted("ipp_admm-adult-eps10", "ipp_admm", 12.71, 11.12)]
+    claims = _claims(runs)
+    pp, ipp = claims["theorem3_3"], claims["theorem4_1"]
+    assert ipp.verdict == "PASS" and "in 1 of 1 runs (largest ratio 0.875)" in ipp.ours
+    # the reconstructed variant is not Algorithm 1: left out; the splits run exceeds the theorem's epsilon
+    assert pp.verdict == "NOT SHOWN" and pp.cause == "reading"
+    assert pp.ours == ("tight ε at most the theorem's in 1 of 2 runs: above it in pp_admm-adult-study-splits0_5 "
+                       "(20.15 > 12.71)")
 
 
 def test_a_broken_pattern_fails_with_a_cause_and_evidence():
