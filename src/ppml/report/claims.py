@@ -117,6 +117,20 @@ def causes_table(entries: list[dict[str, Any]], here: str, shorten=lambda text: 
     return lines
 
 
+def chance_line(entries: list[dict[str, Any]]) -> str:
+    """How many of the verdicts chance alone would make wrong: the parts of paper statements decided (PASS or
+    FAIL) on a 95 % interval (their margin says so), each wrong with probability at most 5 % where its null
+    hypothesis holds; no multiplicity correction is applied."""
+    parts = [p for e in entries if entry_kind(e) == PAPER_CLAIM for p in entry_parts(e)
+             if "95" in str(p.get("margin") or "")]
+    decided = [p for p in parts if entry_verdict(p) in (PASS, FAIL)]
+    return (f"Chance: {len(parts)} parts of the paper statements rest on a 95 % interval and {len(decided)} of "
+            f"them are PASS or FAIL. Each such verdict is wrong with probability at most 5 % when its null "
+            f"hypothesis holds, so chance alone could account for about {0.05 * len(decided):.1f} of them; no "
+            "multiplicity correction is applied, and a verdict whose difference lies near its margin is the "
+            "first to doubt.")
+
+
 CAUSES_TEXT = ("Causes: *property* — of the algorithm as printed; *reading* — our reading of an ambiguous text; "
                "*data* — data or scale we do not have; *power* — inside what our runs can resolve (the "
                "explanation says what would resolve it).")
@@ -135,7 +149,7 @@ def claims_markdown(claims: list[Claim]) -> str:
              "it needs was not available. A statement checked on several datasets, settings or readings has "
              "one row (its verdict in bold, by the rule in its margin column) and its parts below it (↳), each "
              "with its own test and verdict; a part shown but not counted says so.", "",
-             f"**{counts_line(entries)}**", "",
+             f"**{counts_line(entries)}**", "", chance_line(entries), "",
              "## Why paper claims do not pass", "", CAUSES_TEXT, "", *causes_table(entries, here), ""]
     for paper in dict.fromkeys(e["paper"] for e in entries):
         mine = [e for e in entries if e["paper"] == paper]

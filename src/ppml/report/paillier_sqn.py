@@ -36,8 +36,8 @@ from typing import Any
 
 from ppml.report import stats
 from ppml.report.statements import Statement
-from ppml.report.base import (FAIL, NOT_CHECKED, NOT_SHOWN, PASS, POWER, PROPERTY, READING, Claim, ReportOutput, Run,
-                              Runs, markdown_table, why_not)
+from ppml.report.base import (DATA, FAIL, NOT_CHECKED, NOT_SHOWN, PASS, POWER, PROPERTY, READING, Claim,
+                              ReportOutput, Run, Runs, markdown_table, why_not)
 
 PAPER = "paillier_sqn"
 PUBLISHED = ("published", "paillier_sqn_table1.csv")  # under the report root
@@ -495,7 +495,7 @@ def _claims(table: dict, published: dict, lam0: dict | None = None, plain: dict 
                 else:
                     claims.append(_matches(claim_id, statement, dataset, pub, run,
                                            plain.get((dataset, batch, method))))
-    return claims
+    return claims + _attributes_claims(table) + _cost_claims(table)
 
 
 NOTES = """\
@@ -545,6 +545,70 @@ def build(runs: Runs, out: ReportOutput) -> list[Claim]:
     return _claims(table, published, lam0, seeds)
 
 
+#: the poster's attribute counts ('Experiments': Credit 1 n = 25, Credit 2 10)
+POSTER_ATTRIBUTES = {"default_credit": 25, "give_credit": 10}
+#: per-iteration counts average over an epoch's batches, whose last is smaller than |S|: equal within this
+COUNT_TOLERANCE = 0.05
+
+
+def _attributes_why(ours: int, poster: int) -> str:
+    diff = poster - ours
+    return (f"the file has {ours} feature columns; the poster's n = {poster} counts {abs(diff)} "
+            f"{'more' if diff > 0 else 'fewer'}" + (", as the columns ID and label of the UCI file would" if diff == 2
+                                                    else ""))
+
+
+def _attributes_claims(table: dict) -> list[Claim]:
+    """'Experiments': the data sets' attribute counts against ours (the model's parameters less the intercept)."""
+    out = []
+    for dataset, name in DATASETS.items():
+        cid = f"paillier_sqn-{dataset}-attributes"
+        run = next((r for (d, _, _), r in sorted(table.items()) if d == dataset and r.available), None)
+        statement = f"{name} has n = {POSTER_ATTRIBUTES[dataset]} attributes"
+        if run is None:
+            out.append(_claim(cid, statement, "'Experiments'", f"n = {POSTER_ATTRIBUTES[dataset]}",
+                              f"not checked: no encrypted run on {name}", NOT_CHECKED))
+            continue
+        ours = int(run.metrics["n_parameters"]) - 1
+        verdict = PASS if ours == POSTER_ATTRIBUTES[dataset] else FAIL
+        out.append(_claim(cid, statement, "'Experiments'", f"n = {POSTER_ATTRIBUTES[dataset]}",
+                          f"{ours} feature columns (the model's {ours + 1} parameters less the intercept)", verdict,
+                          "exact", why=(DATA, _attributes_why(ours, POSTER_ATTRIBUTES[dataset]),
+                                        [TABLE, f"reports/runs/{run.name}"])))
+    return out
+
+
+def _cost_claims(table: dict) -> list[Claim]:
+    """'Communication Costs of Each Iteration': ours counted (unpacked: one ciphertext per number) against the
+    poster's formulas, A<->B and to the coordinator."""
+    out = []
+    for (dataset, batch, method), run in sorted(table.items()):
+        cid = f"paillier_sqn-{dataset}-b{batch}-{method}-cost-per-iteration"
+        label = f"{DATASETS[dataset]}, |S| = {batch}, {METHODS[method]}"
+        statement = (f"{label}: per iteration the parties exchange the poster's count of encrypted numbers (SGD "
+                     "3|S| between A and B and 2n with the coordinator; SQN 3|S| + 2|S_H|/L and (2 + 1/L)n)")
+        m = run.metrics if run.available else {}
+        keys = ("ab_ciphertexts_per_iteration_unpacked", "arbiter_ciphertexts_per_iteration",
+                "poster_ab_per_iteration", "poster_arbiter_per_iteration")
+        if not all(isinstance(m.get(k), (int, float)) for k in keys):
+            out.append(_claim(cid, statement, "'Communication Costs of Each Iteration'", "the poster's formulas",
+                              f"not checked: {run.name} lacks the counts", NOT_CHECKED))
+            continue
+        ab, arb, pab, parb = (float(m[k]) for k in keys)
+        ok = abs(ab / pab - 1) <= COUNT_TOLERANCE and abs(arb / parb - 1) <= COUNT_TOLERANCE
+        out.append(_claim(cid, statement, "'Communication Costs of Each Iteration'",
+                          f"A↔B {pab:g}, coordinator {parb:g}", f"A↔B {ab:.0f}, coordinator {arb:.1f} (unpacked)",
+                          PASS if ok else FAIL,
+                          f"each count within ±{COUNT_TOLERANCE:.0%} of the formula (an epoch's last batch is "
+                          "smaller than |S|)",
+                          why=(READING, f"ours sends {ab / pab:.2f} times the poster's A↔B count and "
+                                        f"{arb / parb:.2f} "
+                                        "times its coordinator count per iteration (Hardy et al.'s masked flow, "
+                                        f"host_squares: {run.get('host_squares') or 'sum'}); the poster does not "
+                                        "say which messages it counts", [TABLE, f"reports/runs/{run.name}"])))
+    return out
+
+
 # --- the ledger's statements (ppml.report.statements): one row per thing the poster states ----------------
 
 def _cells(template: str, name: str = "") -> tuple[tuple[str, str], ...]:
@@ -560,6 +624,13 @@ STATEMENTS = [
     Statement("paillier_sqn-extra-communication", "SQN exchanges at most 1/L more encrypted numbers per "
               "iteration than SGD ('Communication Costs of Each Iteration')",
               _cells("paillier_sqn-{dataset}-b{batch}-extra-communication")),
+    Statement("paillier_sqn-attributes", "The data sets have n = 25 (Credit 1) and 10 (Credit 2) attributes "
+              "('Experiments')", tuple((f"paillier_sqn-{d}-attributes", label) for d, label in DATASETS.items())),
+    Statement("paillier_sqn-cost-per-iteration", "Per iteration SGD exchanges 3|S| encrypted numbers between A "
+              "and B and 2n with the coordinator, SQN 3|S| + 2|S_H|/L and (2 + 1/L)n ('Communication Costs of "
+              "Each Iteration')", tuple((f"paillier_sqn-{d}-b{b}-{m}-cost-per-iteration",
+                                         f"{label}, |S| = {b}, {METHODS[m]}")
+                                        for d, label in DATASETS.items() for b in BATCHES for m in METHODS)),
     *(Statement(f"paillier_sqn-{label.lower()}-table1-reproduced",
                 f"Table 1's {label} cells (final loss, test AUC, epochs) are reproduced: each of ours equivalent "
                 "to the poster's within a tolerance stated in advance",

@@ -45,9 +45,13 @@ class Statement:
 
 
 def _joined(values: list[str], names: list[str]) -> str:
-    """One text when the parts agree, else each part's own, named."""
-    if len(set(values)) == 1:
-        return values[0]
+    """One text when the parts agree; their distinct texts when several parts share one (a published number
+    that every dataset of ours is read against); else each part's own, named."""
+    unique = list(dict.fromkeys(v for v in values if v))
+    if len(unique) <= 1:
+        return unique[0] if unique else ""
+    if len(unique) < len([v for v in values if v]):
+        return "; ".join(unique)
     return "; ".join(f"{name}: {value}" for name, value in zip(names, values) if value)
 
 

@@ -33,11 +33,20 @@ def _cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+#: a statement's own ``ours`` longer than this is cut, in the summary, after its first "; "-separated piece
+SHORT_OURS = 300
+
+
 def parts_summary(claim: dict[str, Any]) -> str:
-    """"3 PASS, 1 NOT CHECKED; shown, not counted: 1 FAIL" for a statement of parts; its ``ours`` otherwise."""
+    """"3 PASS, 1 NOT CHECKED; shown, not counted: 1 FAIL" for a statement of parts; its ``ours`` otherwise,
+    cut after its first piece when longer than SHORT_OURS (the rest is in the full results)."""
     parts = claim.get("parts") or []
     if not parts:
-        return str(claim.get("ours") or "")
+        ours = str(claim.get("ours") or "")
+        pieces = ours.split("; ")
+        if len(ours) <= SHORT_OURS or len(pieces) == 1:
+            return ours
+        return f"{pieces[0]} (and {len(pieces) - 1} more in the full results)"
 
     def tally(mine: list[dict[str, Any]]) -> str:
         n = Counter(p["verdict"] for p in mine)

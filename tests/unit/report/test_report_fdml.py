@@ -259,7 +259,7 @@ def test_no_runs_at_all(out):
     claims = report.build(Runs([]), out)
     # per dataset and own term: 6 against local, 4 against centralized, 1 stability; 4 stored ablations per
     # dataset; 3 timing claims per shape; the staleness claim and its stored twin
-    assert len(claims) == 2 * (2 * 11 + 4) + 2 * 3 + 2 and all(c.verdict == "NOT CHECKED" for c in claims)
+    assert len(claims) == 2 * (2 * 11 + 4 + 5) + 2 * 3 + 4 and all(c.verdict == "NOT CHECKED" for c in claims)
     assert "not run" in (out.root / "tables" / "fdml_staleness.md").read_text()
     assert "not run" in (out.root / "tables" / "fdml_timing.md").read_text()
 
@@ -331,3 +331,17 @@ def test_a_source_quoting_table_i_reads_its_numbers_from_the_published_table(out
     published = {(r["model"], r["setting"]): r for r in csv.DictReader(PUBLISHED.open())}
     fdml, local = (published[("NN", setting)]["train_objective"] for setting in ("FDML", "local"))
     assert f"({fdml} vs {local};" in claims["fdml-train-objective-below-local-nn-a9a"].source
+
+
+def test_centralized_beats_local_and_the_synchronous_run_needs_no_more_epochs(out):
+    runs = Runs(_a9a_runs((0.898, 0.899)) + [_staleness_run(tau, 100.0 / (1 + tau)) for tau in (0, 4)])
+    claims = {c.id: c for c in report.build(runs, out)}
+    auc = claims["fdml-centralized-beats-local-lr-test-auc-a9a"]
+    assert auc.verdict == "PASS" and "centralized 0.9000" in auc.ours and "local 0.8810" in auc.ours
+    assert claims["fdml-centralized-beats-local-nn-test-auc-a9a"].verdict == "PASS"
+    missing = claims["fdml-centralized-beats-local-nn-test-auc-default_credit"]
+    assert missing.verdict == "NOT CHECKED" and missing.ours.startswith("not checked: default_credit NN")
+    # both staleness runs have the same objective curve: the target is met at the same epoch, a tie
+    sync = claims["fdml-sync-fewest-iterations"]
+    assert sync.verdict == "NOT SHOWN" and sync.cause == "power" and "tau 0: 1, tau 4: 1" in sync.ours
+    assert claims["fdml-proposition1-regret"].verdict == "NOT CHECKED"

@@ -90,7 +90,7 @@ def test_table_claims_and_figure(out):
     assert "12 epochs" in match.published
     extra = claims["paillier_sqn-default_credit-b1000-extra-communication"]
     assert extra.verdict == "PASS" and extra.ours.startswith("1.250 (unpacked counts; packed 1.248)")
-    assert len(claims) == 16
+    assert len(claims) == 26  # and 2 attribute counts, 8 per-iteration costs
 
     table = (out.tables_dir / "paillier_sqn_table1.md").read_text()
     assert "| Credit 1 | 1000 | SGD | 12 | 9 | 0.4962 | 0.4962 |" in table
@@ -151,7 +151,7 @@ def test_lam0_columns_claims_and_selection_rule(out):
                              auc=0.7199, encrypted=False, lam=0.0, per_seed=[11, 12, 11] if batch == 3000 else
                              [4, 5, 4]))
     claims = {c.id: c for c in report.build(Runs(runs), out)}
-    assert len(claims) == 20  # 4 fewer-epochs, 4 at lambda = 0, 4 extra-communication, 8 matches
+    assert len(claims) == 30  # 4 fewer-epochs, 4 at lambda = 0, 4 extra-communication, 8 matches, 2 + 8 costs
     assert claims["paillier_sqn-give_credit-b1000-lam0-fewer-epochs"].verdict == "PASS"
     tie = claims["paillier_sqn-give_credit-b3000-lam0-fewer-epochs"]  # a tie: 11 vs 11 at every seed
     assert tie.verdict == "NOT SHOWN" and tie.cause == "power" and "inside the t interval" in tie.explanation
@@ -169,3 +169,14 @@ def test_sqn_beyond_the_posters_extra_communication_fails(out):
     claims = {c.id: c for c in report.build(Runs(runs), out)}
     assert claims["paillier_sqn-default_credit-b1000-extra-communication"].verdict == "FAIL"
     assert claims["paillier_sqn-give_credit-b1000-extra-communication"].verdict == "PASS"
+
+
+def test_attribute_counts_and_per_iteration_costs_against_the_posters(out):
+    claims = {c.id: c for c in report.build(Runs(_all_runs()), out)}
+    credit1, credit2 = claims["paillier_sqn-default_credit-attributes"], claims["paillier_sqn-give_credit-attributes"]
+    assert credit1.verdict == "FAIL" and credit1.cause == "data" and credit1.ours.startswith("23 feature columns")
+    assert credit2.verdict == "FAIL" and "counts 13 fewer" in credit2.explanation  # 23 here too, against 10
+    cost = claims["paillier_sqn-default_credit-b1000-paillier_sgd-cost-per-iteration"]
+    assert cost.verdict == "FAIL" and cost.cause == "reading"
+    assert cost.ours == "A↔B 2002, coordinator 25.0 (unpacked)"
+    assert "0.67 times the poster's A↔B count" in cost.explanation
