@@ -216,6 +216,20 @@ def why_not(verdict: str, cause: str, explanation: str, *evidence: str) -> dict[
     return {}
 
 
+def short_source(source: str) -> str:
+    """A claim's source without the paper's name in front: "ADMM sharing paper, Fig. 3" -> "Fig. 3",
+    "PP-ADMM paper (Ding et al., CIKM 2020), Fig. 1" -> "Fig. 1". The name is what comes before the first
+    comma outside parentheses, when it says "paper" or "poster"."""
+    source = (source or "").strip()
+    depth = 0
+    for i, char in enumerate(source):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            name, rest = source[:i], source[i + 1:].strip()
+            return rest if re.search(r"\b(paper|poster)\b", name) and rest else source
+    return source
+
+
 #: where the report stage's outputs live in the repository (dvc.yaml's report stage: --out reports)
 REPORT_DIR = "reports"
 #: the report stage's own outputs under REPORT_DIR: evidence there must be in this report's output, not a stale

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ppml.report.base import FAIL, NOT_SHOWN, PAPER_CLAIM, RULE, Claim, Part, combine
-from ppml.report.summary_table import short_source
+from ppml.report.base import FAIL, NOT_SHOWN, PAPER_CLAIM, RULE, Claim, Part, combine, short_source
 
 
 @dataclass(frozen=True)

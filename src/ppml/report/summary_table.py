@@ -7,30 +7,11 @@ SHOWN (its cause and the first deciding part's explanation; every explanation is
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any, Callable
 
-from ppml.report.base import FAIL, NOT_SHOWN, PAPER_CLAIM, VERDICTS
-
-
-def short_source(source: str) -> str:
-    """A claim's source without the paper's name in front: "ADMM sharing paper, Fig. 3" -> "Fig. 3",
-    "PP-ADMM paper (Ding et al., CIKM 2020), Fig. 1" -> "Fig. 1". The name is what comes before the first
-    comma outside parentheses, when it says "paper" or "poster"."""
-    source = (source or "").strip()
-    depth = 0
-    for i, char in enumerate(source):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            name, rest = source[:i], source[i + 1:].strip()
-            return rest if re.search(r"\b(paper|poster)\b", name) and rest else source
-    return source
-
-
-def _cell(value: Any) -> str:
-    text = "—" if value in (None, "") else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+from ppml.report.base import FAIL, NOT_SHOWN, PAPER_CLAIM, VERDICTS, short_source
+from ppml.report.claims import cell as _cell
 
 
 #: a statement's own ``ours`` longer than this is cut, in the summary, after its first "; "-separated piece

@@ -8,7 +8,8 @@ import yaml
 from ppml.data.download import UNAVAILABLE
 from ppml.report.base import markdown_anchors
 from ppml.report.readme import END, START, main, refresh
-from ppml.report.summary_table import short_source, statements_table
+from ppml.report.base import short_source
+from ppml.report.summary_table import statements_table
 from ppml.timing import is_timing, timing_record
 
 REPO = Path(__file__).resolve().parents[3]
