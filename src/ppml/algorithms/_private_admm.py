@@ -20,8 +20,8 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Callable, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from ppml.algorithms import decentralized_admm
 from ppml.config import fail
 from ppml.history import History
 from ppml.privacy import zcdp
+from ppml.privacy.calibration import largest_within
+from ppml.privacy.events import PrivacyEvent
 
 #: Bound on |loss'| of the logistic loss (with ||x|| <= 1 also the per-row gradient norm bound).
 LOSS_LIPSCHITZ = 1.0
@@ -45,23 +47,33 @@ class PrivateParams(decentralized_admm.Params):
     epsilon, delta : float
         Target (epsilon, delta) of the whole run (DESIGN.md §8: epsilon in {0.5, 1, 1.5, 2, 10},
         delta = 1e-4).
-    calibration : {"exact", "paper"}
+    calibration : {"exact", "paper", "tight"}
         How the total zCDP budget follows from (epsilon, delta): the exact inverse of
-        ``epsilon = rho + 2 sqrt(rho ln 1/delta)`` (default) or PP-ADMM's ``epsilon^2 / (4 ln 1/delta)``.
+        ``epsilon = rho + 2 sqrt(rho ln 1/delta)`` (default), PP-ADMM's ``epsilon^2 / (4 ln 1/delta)``, or
+        ``tight``: the largest budget whose mechanisms, as the run will record them, have a tight epsilon (the
+        accountant of ``ppml.privacy.accountants.tight_epsilon``, every party apart) of at most epsilon. Each
+        run finds it before its first round from public facts (row counts, the graph): the budget of the exact
+        calibration at a larger nominal epsilon (:func:`resolve_tight`), so that private algorithms compare
+        at one tight epsilon.
     noise : bool
         False switches every noise off (not private; for the convergence tests and ablations).
+
+    A ``tight`` run's nominal epsilon is not a parameter (nor a field: run.json lists parameters): see
+    :attr:`nominal_epsilon`.
     """
 
     epsilon: float = field(default=1.0, metadata={"gt": 0})
     delta: float = field(default=1e-4, metadata={"gt": 0, "lt": 1})
-    calibration: Literal["exact", "paper"] = "exact"
+    calibration: Literal["exact", "paper", "tight"] = "exact"
     noise: bool = True
 
     def __post_init__(self) -> None:
         # a target the calibration cannot turn into a finite budget (epsilon = 1e300: epsilon^2 overflows) is a
-        # parameter error here, not an OverflowError in the middle of training
+        # parameter error here, not an OverflowError in the middle of training; a tight budget is at least the
+        # exact one at the target
+        calibration = "exact" if self.calibration == "tight" else self.calibration
         try:
-            rho = self.rho_total
+            rho = zcdp.rho_from_epsilon(self.epsilon, self.delta, calibration=calibration)
         except (OverflowError, ValueError) as exc:
             fail("epsilon", f"cannot be calibrated with calibration {self.calibration!r} at delta {self.delta!r}: "
                             f"{exc}; got {self.epsilon!r}")
@@ -69,9 +81,111 @@ class PrivateParams(decentralized_admm.Params):
             fail("epsilon", f"gives a budget rho = {rho!r}; got {self.epsilon!r}")
 
     @property
+    def nominal_epsilon(self) -> float | None:
+        """The nominal epsilon a ``tight`` run found (:func:`with_nominal`); None before, and for the others."""
+        return self.__dict__.get("_nominal_epsilon")
+
+    @property
+    def budget_epsilon(self) -> float:
+        """The epsilon the budget is calibrated from: the target, or a tight run's nominal epsilon."""
+        if self.calibration != "tight":
+            return self.epsilon
+        if self.nominal_epsilon is None:
+            if not self.noise:  # nothing is released: no budget to find
+                return self.epsilon
+            raise RuntimeError("calibration 'tight' has no budget before resolve_tight() has found it")
+        return self.nominal_epsilon
+
+    @property
+    def budget_calibration(self) -> str:
+        """The closed-form calibration applied to :attr:`budget_epsilon` ("exact" for a tight run)."""
+        return "exact" if self.calibration == "tight" else self.calibration
+
+    @property
     def rho_total(self) -> float:
         """The run's zCDP budget per agent."""
-        return zcdp.rho_from_epsilon(self.epsilon, self.delta, calibration=self.calibration)
+        return zcdp.rho_from_epsilon(self.budget_epsilon, self.delta, calibration=self.budget_calibration)
+
+
+def with_nominal(params: PrivateParams, nominal: float) -> PrivateParams:
+    """A copy of `params` with the nominal epsilon of a tight calibration set (an attribute of the instance,
+    not a dataclass field: ``dataclasses.replace`` drops it, and run.json does not list it)."""
+    out = replace(params)
+    object.__setattr__(out, "_nominal_epsilon", float(nominal))
+    return out
+
+
+#: Nominal epsilons found in this process, by (params, the public facts they were planned from): the seeds
+#: of a run share them, and each search composes a few dozen accountants.
+_NOMINAL: dict[tuple[Any, ...], float] = {}
+
+
+def resolve_tight(params: PrivateParams, planned: Callable[[PrivateParams], list[PrivacyEvent]], *,
+                  facts: tuple[Any, ...]) -> PrivateParams:
+    """`params` with its tight budget found, or `params` itself when its calibration is not ``tight``.
+
+    `planned(p)` are the events the run will record under the budget of `p`, a function of the public
+    `facts` alone (the variant's, the same one its agents calibrate by); the nominal epsilon is the largest
+    whose events' tight epsilon is at most the target (:func:`ppml.privacy.calibration.largest_within`).
+    """
+    if params.calibration != "tight" or not params.noise:
+        return params
+    from ppml.privacy.accountants import tight_epsilon
+
+    def spent(nominal: float) -> float:
+        # the tight epsilon is the largest party's: agents with the same events (equal row counts) are composed once
+        by_party: dict[str, list[PrivacyEvent]] = {}
+        for event in planned(with_nominal(params, nominal)):
+            by_party.setdefault(event.party, []).append(event)
+        distinct: dict[str, list[PrivacyEvent]] = {}
+        for events in by_party.values():
+            distinct.setdefault(repr([{k: v for k, v in e.to_dict().items() if k != "party"} for e in events]),
+                                events)
+        return float(tight_epsilon([e for events in distinct.values() for e in events], params.delta)["epsilon"])
+
+    key = (type(params).__qualname__, params, facts)
+    if key not in _NOMINAL:
+        _NOMINAL[key] = largest_within(spent, params.epsilon)
+    return with_nominal(params, _NOMINAL[key])
+
+
+def adopt_nominal(params: PrivateParams, results: dict[str, Any], names: list[str]) -> PrivateParams:
+    """The evaluator's `params` with the nominal epsilon every agent reports it calibrated by (a tight run)."""
+    if params.calibration != "tight" or not params.noise:
+        return params
+    reported = {name: results[name].get("nominal_epsilon") for name in names}
+    values = set(reported.values())
+    if len(values) != 1 or None in values:
+        raise ValueError(f"the agents report different or missing nominal epsilons: {reported}")
+    return with_nominal(params, values.pop())
+
+
+@dataclass(frozen=True)
+class AgentFacts:
+    """What every party knows of an agent before a run (its name, row count and degree, the objective's scale
+    and row weight): enough to plan its calibration."""
+
+    name: str
+    rows: int
+    degree: int
+    scale: float
+    row_weight: float
+
+    def regularization(self, lam: float) -> float:
+        """The agent's local l2 weight, as :meth:`~ppml.algorithms.decentralized_admm.Agent.regularization`."""
+        return self.scale * lam
+
+
+def agent_facts(public: Any, network: Any, *, loss_scale: str,
+                row_weights: dict[str, float] | None = None) -> list[AgentFacts]:
+    """Every agent's :class:`AgentFacts`, as :func:`~ppml.algorithms.decentralized_admm.agent_roles` gives
+    them to the agents' programs."""
+    names = public.names
+    nbrs = decentralized_admm.graph_neighbours(network, names)
+    rows = [p.train_rows for p in public.parties]
+    scale, row_weight = decentralized_admm.objective_scale(rows, loss_scale=loss_scale)
+    return [AgentFacts(name, n, len(nbrs[name]), scale, row_weight if row_weights is None else row_weights[name])
+            for name, n in zip(names, rows)]
 
 
 def gamma_noise(rng: np.random.Generator, d: int, *, rate: float) -> np.ndarray:
@@ -163,7 +277,10 @@ def start_ledger(history: History, params: PrivateParams, in_unit_ball: dict[str
     ledger.target_epsilon = params.epsilon
     ledger.delta = params.delta
     ledger.notes.append(f"budget rho_total = {params.rho_total:.6g} from epsilon = {params.epsilon}, "
-                        f"delta = {params.delta} by the {params.calibration!r} calibration")
+                        f"delta = {params.delta} by the {params.calibration!r} calibration"
+                        + ("" if params.calibration != "tight" or not params.noise else
+                           f" (the exact calibration at the nominal epsilon {params.nominal_epsilon:.6g}, the "
+                           "largest whose planned mechanisms have a tight epsilon of at most the target)"))
     if not params.noise:
         ledger.notes.append("noise switched off (noise: false): not private, nothing certified")
         return

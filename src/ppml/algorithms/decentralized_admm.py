@@ -381,6 +381,11 @@ class Agent:
     def degree(self) -> int:
         return len(self.neighbours)
 
+    @property
+    def rows(self) -> int:
+        """The agent's training row count (public: every party knows it before a run)."""
+        return int(self.X.shape[0])
+
     def regularization(self, lam: float) -> float:
         """The l2 weight of the local objective for the centralized weight `lam` (``s * lam``)."""
         return self.scale * lam

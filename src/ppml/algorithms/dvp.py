@@ -50,7 +50,8 @@ from ppml.parties import Party
 from ppml.privacy.events import PureDPEvent
 from ppml.runtime import EVALUATOR, Public, Role
 
-__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "dvp_constants"]
+__all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "dvp_constants",
+           "planned_events"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -115,15 +116,23 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
 
     consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
                      agents=params.agents)
-    return {"misses": misses, "constants": constants, "rows_in_unit_ball": agent.rows_in_unit_ball}
+    return {"misses": misses, "constants": constants, "rows_in_unit_ball": agent.rows_in_unit_ball,
+            "nominal_epsilon": params.nominal_epsilon}
 
 
 def _alpha(params: Params) -> float:
     return math.sqrt(2.0 * params.rho_total / params.T)
 
 
+def planned_events(params: Params, names: list[str]) -> list[PureDPEvent]:
+    """The events a run under `params`'s budget records: T alpha-DP rounds per agent (alpha is public)."""
+    return [PureDPEvent(epsilon=_alpha(params), count=params.T, party=name) for name in names]
+
+
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
     """An agent program per party (alpha is public: it follows from the target) and the evaluator's."""
+    params = private.resolve_tight(params, lambda p: planned_events(p, public.names),
+                                    facts=tuple(public.names))
     return agent_roles(public, params, rng=rng, network=network, program=_agent_program, algorithm="dvp",
                        loss_scale=params.loss_scale, alpha=_alpha(params))
 
@@ -131,6 +140,7 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
     """The evaluator's records; the ledger and the constants from every agent's own report."""
     names = public.names
+    params = private.adopt_nominal(params, results, names)
     evaluated = results[EVALUATOR]
     history = evaluated["history"]
     alpha = _alpha(params)
@@ -144,8 +154,7 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
     history.extra["agents"] = {name: {"eps_prime": c[0], "zeta": c[1], "phi": c[2]}
                                for name, c in constants.items()}
     if params.noise:
-        history.ledger.events.extend(PureDPEvent(epsilon=alpha, count=params.T, party=name)
-                                     for name in names)
+        history.ledger.events.extend(planned_events(params, names))
         history.ledger.paper_bound = {"name": "pp_admm.pure_dp_composition", "inputs": {
             "step_epsilons": {name: [alpha] * params.T for name in names}, "delta": params.delta}}
     return finish(history, evaluated, alpha=alpha, rho_total=params.rho_total,

@@ -61,6 +61,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ppml import runtime
+from ppml.algorithms import _private_admm as private
 from ppml.algorithms import pp_admm
 from ppml.algorithms.decentralized_admm import (SIDE_MESSAGES as _SIDE, SILENT_MESSAGE, Agent, Update,
                                                 consensus_rounds, finish, network_for)
@@ -74,7 +75,8 @@ from ppml.privacy.svt import SparseVector
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble",
-           "clipped_loss_decrease", "clipped_objective", "svt_threshold", "svt_sensitivity"]
+           "clipped_loss_decrease", "clipped_objective", "svt_threshold", "svt_sensitivity",
+           "agent_events", "planned_events"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -129,9 +131,9 @@ class Params(pp_admm.Params):
         """Theorem 4.1's split (paper and literal variants) or the earlier T-round split (reconstructed)."""
         if self.variant == "reconstructed":
             return super().budget(svt_share=svt_share, c=c)
-        return ipp_admm_budget(epsilon=self.epsilon, delta=self.delta, c=c, splits=self.splits,
+        return ipp_admm_budget(epsilon=self.budget_epsilon, delta=self.delta, c=c, splits=self.splits,
                                delta_i1=self.delta_i1, eps3_ratio=self.eps3_ratio,
-                               calibration=self.calibration, svt_share=svt_share)
+                               calibration=self.budget_calibration, svt_share=svt_share)
 
 
 def clipped_loss_decrease(X: np.ndarray, y: np.ndarray, old: np.ndarray, new: np.ndarray, *, clip: float,
@@ -209,7 +211,7 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
     consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
                      agents=params.agents)
     return {"noise": noise, "rows_in_unit_ball": agent.rows_in_unit_ball, "svt_sensitivity": sensitivity,
-            "broadcasts": svt.count}
+            "broadcasts": svt.count, "nominal_epsilon": params.nominal_epsilon}
 
 
 def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[str, int]:
@@ -222,8 +224,34 @@ def _budget(params: Params) -> PPBudget:
     return params.budget(svt_share=params.svt_share, c=params.c)
 
 
+def agent_events(name: str, noise: pp_admm.AgentNoise, params: Params, budget: PPBudget) -> list:
+    """The ledger events of agent `name`: its releases (paper: at most c are charged, Theorem 4.1;
+    reconstructed: all T rounds) and its SVT.
+
+    The SVT (ppml.privacy.svt) is c AboveThreshold instances run one after another (a fresh threshold noise
+    after each positive answer), each pure (eps1 + eps2)/c-DP whatever it answers: c pure-DP releases (fewer
+    may run; charging c is an upper bound). rho_svt in the notes is only their zCDP summary, which PLD
+    cannot compose.
+    """
+    count = params.c if params.variant != "reconstructed" else params.T
+    return [*pp_admm.gaussian_events(name, noise, count=count),
+            PureDPEvent(epsilon=(budget.eps1 + budget.eps2) / params.c, count=params.c, party=name)]
+
+
+def planned_events(params: Params, facts: list[private.AgentFacts]) -> list:
+    """The events a run under `params`'s budget records, from public facts (each agent's calibration as it
+    makes it, :func:`agent_events`)."""
+    budget = _budget(params)
+    lam_info = pp_admm.lam_hat_info(params, budget, [f.rows for f in facts])
+    return [event for f in facts for event in agent_events(
+        f.name, pp_admm.calibrate(f, params, budget, sigma1_from="epsilon_i1", lam_info=lam_info,
+                                  agents=len(facts)), params, budget)]
+
+
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
     """An agent program per party and the evaluator's (which records each round's broadcasts)."""
+    facts = pp_admm.agent_facts(public, params, network)
+    params = private.resolve_tight(params, lambda p: planned_events(p, facts), facts=tuple(facts))
     return pp_admm.private_roles(public, params, rng=rng, network=network, program=_agent_program,
                                  algorithm="ipp_admm", budget=_budget(params), round_record=_round_record,
                                  facts={"sent": "bool", "broadcasts": "int"})
@@ -233,6 +261,7 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
     """The evaluator's records; the ledger from every agent's own calibration and SVT."""
     printed = params.variant != "reconstructed"  # Algorithm 2 as printed (paper or literal reading)
     names = public.names
+    params = private.adopt_nominal(params, results, names)
     evaluated = results[EVALUATOR]
     history = evaluated["history"]
     budget = _budget(params)
@@ -253,16 +282,8 @@ def assemble(public: Public, params: Params, results: dict[str, Any]) -> History
         f"-DP (their zCDP cost (eps1 + eps2)^2 / (2c) = {rho_svt:.6g})")
     history.extra["broadcasts"] = {name: results[name]["broadcasts"] for name in names}
     if params.noise:
-        # paper: at most c releases are charged (Theorem 4.1); reconstructed: all T rounds
-        count = params.c if printed else params.T
         for name in names:
-            history.ledger.events.extend(pp_admm.gaussian_events(name, noises[name], count=count))
-            # the SVT (ppml.privacy.svt) is c AboveThreshold instances run one after another (a fresh
-            # threshold noise after each positive answer), each pure (eps1 + eps2)/c-DP whatever it answers:
-            # c pure-DP releases (fewer may run; charging c is an upper bound). rho_svt above is only their
-            # zCDP summary, which PLD cannot compose.
-            history.ledger.events.append(PureDPEvent(epsilon=(budget.eps1 + budget.eps2) / params.c,
-                                                     count=params.c, party=name))
+            history.ledger.events.extend(agent_events(name, noises[name], params, budget))
         inputs = {"epsilon_i1": budget.epsilon_i1, "delta_i1": budget.delta_i1, "rho_i2": budget.rho_i2,
                   "c": params.c, "eps1": budget.eps1, "eps2": budget.eps2, "delta": params.delta}
         if printed:

@@ -49,7 +49,7 @@ from ppml.privacy.events import PureDPEvent
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble", "penalties",
-           "step_epsilons"]
+           "step_epsilons", "calibration", "planned_events"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -100,6 +100,27 @@ def _betas(params: Params, *, degree: int, row_weight: float, reg: float, rate: 
                          jacobian_terms=1 if params.tight_jacobian else 2)
 
 
+def calibration(params: Params, agent: Any) -> tuple[float, float | None, np.ndarray | None]:
+    """(phi, noise rate, beta_i(t) of every round) of an agent (an :class:`Agent` or its public
+    :class:`~ppml.algorithms._private_admm.AgentFacts`): phi keeps the Jacobian terms within rho/4, the rate
+    makes the releases cost rho_total; (0, None, None) without noise."""
+    if not params.noise:
+        return 0.0, None, None
+    reg = agent.regularization(params.lam)
+
+    def betas(rate: float, phi: float) -> np.ndarray:
+        return _betas(params, degree=agent.degree, row_weight=agent.row_weight, reg=reg, rate=rate, phi=phi)
+
+    phi = private.jacobian_regularization(lambda p: float(np.sum(betas(0.0, p) ** 2)) / 2.0, params.rho_total)
+    rate = private.calibrate_rate(lambda r: betas(r, phi), params.rho_total, what=f"m_admm {agent.name}")
+    return phi, rate, betas(rate, phi)
+
+
+def planned_events(params: Params, facts: list[private.AgentFacts]) -> list[PureDPEvent]:
+    """The events a run under `params`'s budget records, from public facts: each round's beta_i(t)."""
+    return [PureDPEvent(epsilon=float(b), party=f.name) for f in facts for b in calibration(params, f)[2]]
+
+
 def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
                    row_weight: float, rng: np.random.Generator, params: Params) -> dict[str, Any]:
     """M-ADMM at one agent: its noise rate and phi from its own degree and row weight, then T rounds of
@@ -107,15 +128,7 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
     agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
     etas = penalties(params)
     reg = agent.regularization(params.lam)
-
-    def betas(rate: float, phi: float) -> np.ndarray:
-        return _betas(params, degree=agent.degree, row_weight=agent.row_weight, reg=reg, rate=rate, phi=phi)
-
-    phi, rate = 0.0, None
-    if params.noise:
-        phi = private.jacobian_regularization(lambda p: float(np.sum(betas(0.0, p) ** 2)) / 2.0,
-                                              params.rho_total)
-        rate = private.calibrate_rate(lambda r: betas(r, phi), params.rho_total, what=f"m_admm {agent.name}")
+    phi, rate, steps = calibration(params, agent)
     misses: list[tuple[str, int, float]] = []
 
     def local_step(t: int) -> Update:
@@ -133,7 +146,7 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
     consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
                      agents=params.agents)
     return {"misses": misses, "rate": rate, "phi": phi, "rows_in_unit_ball": agent.rows_in_unit_ball,
-            "step_epsilons": betas(rate, phi).tolist() if params.noise else None}
+            "step_epsilons": None if steps is None else steps.tolist(), "nominal_epsilon": params.nominal_epsilon}
 
 
 def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[str, float]:
@@ -143,6 +156,8 @@ def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[s
 
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
     """An agent program per party and the evaluator's (which records each round's public penalty)."""
+    facts = private.agent_facts(public, network, loss_scale=params.loss_scale)
+    params = private.resolve_tight(params, lambda p: planned_events(p, facts), facts=tuple(facts))
     return agent_roles(public, params, rng=rng, network=network, program=_agent_program, algorithm="m_admm",
                        loss_scale=params.loss_scale, round_record=_round_record)
 
@@ -150,6 +165,7 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
     """The evaluator's records; the ledger and calibration from every agent's own report."""
     names = public.names
+    params = private.adopt_nominal(params, results, names)
     evaluated = results[EVALUATOR]
     history = evaluated["history"]
     terms = 1 if params.tight_jacobian else 2

@@ -104,7 +104,7 @@ __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles",
            "InexactSolveError", "AgentNoise", "lambda_hat", "calibrate_agent", "paper_lambda_hat",
            "calibrate_paper", "READINGS", "reading_scale", "row_weights", "lam_hat_info", "calibrate",
            "build_agents", "calibrate_all", "perturbed_update", "gaussian_events", "unverified_notes",
-           "record_privacy", "final_privacy"]
+           "record_privacy", "final_privacy", "agent_facts", "planned_events"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -156,9 +156,10 @@ class Params(private.PrivateParams):
         when below line 3's value; for the decomposition and epsilon-split studies).
     penalty_credit : bool
         Reconstructed variant only: count the ADMM penalty's strong convexity toward lam_hat.
-    calibration : {"paper", "exact"}
-        Budget from (epsilon, delta): the paper's ``epsilon^2 / (4 ln 1/delta)`` (default) or the exact
-        inverse of ``epsilon = rho + 2 sqrt(rho ln 1/delta)``.
+    calibration : {"paper", "exact", "tight"}
+        Budget from (epsilon, delta): the paper's ``epsilon^2 / (4 ln 1/delta)`` (default), the exact
+        inverse of ``epsilon = rho + 2 sqrt(rho ln 1/delta)``, or the largest budget whose recorded mechanisms
+        have a tight epsilon of at most the target (:func:`~ppml.algorithms._private_admm.resolve_tight`).
     loss_scale : {"mean", "sum"} or None
         Reconstructed variant only (unset: "mean"; its earlier runs set "sum"); the paper and literal variants
         set their scale themselves (:func:`reading_scale`).
@@ -171,7 +172,7 @@ class Params(private.PrivateParams):
     eps3_ratio: float = field(default=0.99, metadata={"gt": 0, "lt": 1})
     lam_hat_rule: Literal["line3", "lam"] = "line3"
     penalty_credit: bool = False
-    calibration: Literal["exact", "paper"] = "paper"
+    calibration: Literal["exact", "paper", "tight"] = "paper"
     loss_scale: Literal["sum", "mean"] | None = None
 
     def __post_init__(self) -> None:
@@ -195,9 +196,9 @@ class Params(private.PrivateParams):
 
     def budget(self, *, svt_share: float = 0.0, c: int = 1) -> PPBudget:
         """The per-agent budget split of §8 for this run (with an SVT share for IPP-ADMM)."""
-        return pp_admm_budget(epsilon=self.epsilon, delta=self.delta, T=self.T, splits=self.splits,
+        return pp_admm_budget(epsilon=self.budget_epsilon, delta=self.delta, T=self.T, splits=self.splits,
                               delta_i1=self.delta_i1, eps3_ratio=self.eps3_ratio,
-                              calibration=self.calibration, svt_share=svt_share, c=c)
+                              calibration=self.budget_calibration, svt_share=svt_share, c=c)
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,7 @@ def calibrate_paper(agent: Agent, params: Params, budget: PPBudget, *, lam_hat: 
     (what the tight accountant is told); the paper's sigma_i2 corresponds to beta/mu. The Jacobian term is
     line 3's bound, from lam_hat alone: the same on either reading.
     """
-    n_i = agent.X.shape[0]
+    n_i = agent.rows
     scale = reading_scale(params, n_i)
     reg = lam_hat / agents
     mu = scale * reg + 2.0 * params.eta * agent.degree
@@ -448,7 +449,8 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
 
     consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
                      agents=params.agents)
-    return {"noise": noise, "rows_in_unit_ball": agent.rows_in_unit_ball}
+    return {"noise": noise, "rows_in_unit_ball": agent.rows_in_unit_ball,
+            "nominal_epsilon": params.nominal_epsilon}
 
 
 def _round_record(params: Params, t: int, facts: list[dict[str, Any]]) -> dict[str, int]:
@@ -469,8 +471,27 @@ def private_roles(public: Public, params: Params, *, rng: np.random.Generator, n
                        agents=len(public.parties))
 
 
+def agent_facts(public: Public, params: Params, network: Network) -> list[private.AgentFacts]:
+    """Every agent's public facts under `params`'s reading (the row weights of :func:`row_weights`)."""
+    return private.agent_facts(public, network, loss_scale=params.agent_loss_scale,
+                               row_weights=row_weights(public, params))
+
+
+def planned_events(params: Params, facts: list[private.AgentFacts]) -> list:
+    """The events a run under `params`'s budget records, from public facts: each agent's calibration as it
+    makes it (:func:`calibrate`), T rounds of lines 4-6 (what :func:`assemble` records from the agents'
+    reports)."""
+    budget = params.budget()
+    lam_info = lam_hat_info(params, budget, [f.rows for f in facts])
+    return [event for f in facts for event in gaussian_events(
+        f.name, calibrate(f, params, budget, sigma1_from="epsilon_i3", lam_info=lam_info, agents=len(facts)),
+        count=params.T)]
+
+
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
     """An agent program per party and the evaluator's (which records each round's Newton steps)."""
+    facts = agent_facts(public, params, network)
+    params = private.resolve_tight(params, lambda p: planned_events(p, facts), facts=tuple(facts))
     return private_roles(public, params, rng=rng, network=network, program=_agent_program,
                          algorithm="pp_admm", budget=params.budget(), round_record=_round_record,
                          facts={"newton_steps": "int"})
@@ -479,6 +500,7 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
     """The evaluator's records; the ledger from every agent's own calibration."""
     names = public.names
+    params = private.adopt_nominal(params, results, names)
     evaluated = results[EVALUATOR]
     history = evaluated["history"]
     budget = params.budget()

@@ -51,7 +51,7 @@ from ppml.privacy.events import PureDPEvent
 from ppml.runtime import EVALUATOR, Public, Role
 
 __all__ = ["MESSAGES", "SIDE_MESSAGES", "Params", "network_for", "fit", "roles", "assemble",
-           "recycled_gradient", "recycled_update"]
+           "recycled_gradient", "recycled_update", "calibration", "planned_events"]
 
 #: the run draws differential-privacy noise (so ``noise_source`` applies; see :mod:`ppml.privacy.noise`)
 DP_NOISE = True
@@ -95,11 +95,11 @@ def recycled_update(*, gradient: np.ndarray, dual: np.ndarray, centre_sum: np.nd
     return centre_sum / degree - (gradient + 2.0 * dual) / (2.0 * eta * degree)
 
 
-def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
-                   row_weight: float, rng: np.random.Generator, params: Params) -> dict[str, Any]:
-    """R-ADMM at one agent: its noise rate and phi from its own degree and row weight, then T rounds (odd:
-    perturbed exact solve, even: recycled closed form). Returns its calibration and its missed solves."""
-    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
+def calibration(params: Params, agent: Any) -> tuple[float, float | None, float | None]:
+    """(phi, noise rate, beta_i of each odd round) of an agent (an :class:`Agent` or its public
+    :class:`~ppml.algorithms._private_admm.AgentFacts`); (0, None, None) without noise."""
+    if not params.noise:
+        return 0.0, None, None
     odd_rounds = math.ceil(params.T / 2)
     terms = 1 if params.tight_jacobian else 2
     kappa = params.kappa_factor * params.eta * agent.degree
@@ -110,11 +110,24 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
             strong_convexity=agent.regularization(params.lam) + phi + 2.0 * params.eta * agent.degree,
             jacobian_terms=terms)
 
-    phi, rate = 0.0, None
-    if params.noise:
-        phi = private.jacobian_regularization(lambda p: odd_rounds * beta(0.0, p) ** 2 / 2.0, params.rho_total)
-        rate = private.calibrate_rate(lambda r: np.full(odd_rounds, beta(r, phi)), params.rho_total,
-                                      what=f"r_admm {agent.name}")
+    phi = private.jacobian_regularization(lambda p: odd_rounds * beta(0.0, p) ** 2 / 2.0, params.rho_total)
+    rate = private.calibrate_rate(lambda r: np.full(odd_rounds, beta(r, phi)), params.rho_total,
+                                  what=f"r_admm {agent.name}")
+    return phi, rate, beta(rate, phi)
+
+
+def planned_events(params: Params, facts: list[private.AgentFacts]) -> list[PureDPEvent]:
+    """The events a run under `params`'s budget records, from public facts: beta_i on each odd round."""
+    odd_rounds = math.ceil(params.T / 2)
+    return [PureDPEvent(epsilon=calibration(params, f)[2], count=odd_rounds, party=f.name) for f in facts]
+
+
+def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, ...], scale: float,
+                   row_weight: float, rng: np.random.Generator, params: Params) -> dict[str, Any]:
+    """R-ADMM at one agent: its noise rate and phi from its own degree and row weight, then T rounds (odd:
+    perturbed exact solve, even: recycled closed form). Returns its calibration and its missed solves."""
+    agent = Agent(party, endpoint, neighbours, scale=scale, row_weight=row_weight, rng=rng)
+    phi, rate, step_epsilon = calibration(params, agent)
     gradient: np.ndarray | None = None
     misses: list[tuple[str, int, float]] = []
 
@@ -138,11 +151,13 @@ def _agent_program(endpoint: Endpoint, party: Party, *, neighbours: tuple[str, .
     consensus_rounds(agent, T=params.T, local_step=local_step, dual_step=lambda t: params.eta,
                      agents=params.agents)
     return {"misses": misses, "rate": rate, "phi": phi, "rows_in_unit_ball": agent.rows_in_unit_ball,
-            "step_epsilon": beta(rate, phi) if params.noise else None}
+            "step_epsilon": step_epsilon, "nominal_epsilon": params.nominal_epsilon}
 
 
 def roles(public: Public, params: Params, *, rng: np.random.Generator, network: Network) -> list[Role]:
     """An agent program per party and the evaluator's."""
+    facts = private.agent_facts(public, network, loss_scale=params.loss_scale)
+    params = private.resolve_tight(params, lambda p: planned_events(p, facts), facts=tuple(facts))
     return agent_roles(public, params, rng=rng, network=network, program=_agent_program, algorithm="r_admm",
                        loss_scale=params.loss_scale)
 
@@ -150,6 +165,7 @@ def roles(public: Public, params: Params, *, rng: np.random.Generator, network: 
 def assemble(public: Public, params: Params, results: dict[str, Any]) -> History:
     """The evaluator's records; the ledger and calibration from every agent's own report."""
     names = public.names
+    params = private.adopt_nominal(params, results, names)
     evaluated = results[EVALUATOR]
     history = evaluated["history"]
     odd_rounds = math.ceil(params.T / 2)

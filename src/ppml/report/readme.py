@@ -183,11 +183,14 @@ def _admm_sharing(r: Reports) -> tuple[str, str]:
 def _pp_admm(r: Reports) -> tuple[str, str]:
     labels = {"pp_admm": "PP-ADMM", "ipp_admm": "IPP-ADMM", "dvp": "DVP", "m_admm": "M-ADMM",
               "r_admm": "R-ADMM"}
-    by_eps = "; ".join(
-        f"ε = {eps}: " + ", ".join(f"{label} {fmt(r.value(f'{a}-adult-eps{eps}', 'test_error'))}"
-                                   for a, label in labels.items())
-        for eps in (1, 10))
-    return (f"Adult, test error (η and β on each agent's summed loss), {by_eps}; "
+    def by_eps(infix: str) -> str:
+        return "; ".join(
+            f"ε = {eps}: " + ", ".join(f"{label} {fmt(r.value(f'{a}-adult-{infix}eps{eps}', 'test_error'))}"
+                                       for a, label in labels.items())
+            for eps in (1, 10))
+
+    return (f"Adult, test error (η and β on each agent's summed loss), at equal tight ε {by_eps('tight-')}; "
+            f"on the paper's budgets {by_eps('')}; "
             f"η and β read on the mean loss as printed, ε = 10: PP-ADMM "
             f"{fmt(r.value('pp_admm-adult-literal-eps10', 'test_error'))}; "
             f"non-private decentralized ADMM {fmt(r.value('decentralized_admm-adult', 'test_error'))}",

@@ -36,11 +36,13 @@ BASELINE_LOSS = {0.5: 0.68, 1.0: 0.62, 2.0: 0.56, 10.0: 0.5}  # below ln 2: not 
 
 
 def _grid(errors):
+    """The main grid and the equal-privacy one, with the same errors."""
     runs = [_run("decentralized_admm", 0.15), _run("centralized", 0.148, name="centralized-adult")]
-    for algorithm, by_eps in errors.items():
-        for eps, e in zip(EPS, by_eps):
-            loss = BASELINE_LOSS[eps] if algorithm in report.BASELINES else 0.4
-            runs.append(_run(algorithm, e, epsilon=eps, curve=(0.7, loss)))
+    for block in ({}, {"calibration": "tight"}):
+        for algorithm, by_eps in errors.items():
+            for eps, e in zip(EPS, by_eps):
+                loss = BASELINE_LOSS[eps] if algorithm in report.BASELINES else 0.4
+                runs.append(_run(algorithm, e, epsilon=eps, curve=(0.7, loss), block=block))
     return runs
 
 
@@ -59,19 +61,23 @@ def _studies(splits=(0.16, 0.18, 0.2), beta=(0.2, 0.16, 0.19), c_loss=(0.2, 0.15
 
 
 def _verdicts(runs, tmp_path):
-    return {c.id.removeprefix("pp_admm-adult-"): c for c in report.build(Runs(runs), ReportOutput(tmp_path))}
+    return {c.id.removeprefix("pp_admm-adult-").removesuffix(report.EQUAL_SUFFIX): c
+            for c in report.build(Runs(runs), ReportOutput(tmp_path))}
 
 
 def test_build_writes_the_tables_and_returns_the_claims(tmp_path):
     # the claims themselves: tests/unit/report/test_pp_admm_claims.py
     runs = _grid(GOOD) + _studies()
     claims = _verdicts(runs, tmp_path)
-    assert set(claims) == {c.id.removeprefix("pp_admm-adult-") for c in report.claims(Runs(runs))}
+    assert set(claims) == {c.id.removeprefix("pp_admm-adult-").removesuffix(report.EQUAL_SUFFIX)
+                           for c in report.claims(Runs(runs))}
     assert len(claims) >= 9 and all(c.paper == "pp_admm" for c in claims.values())
     table = (tmp_path / "tables" / "pp_admm_error.md").read_text()
     assert "0.1520 ± 0.0020" in table and "ε = 10" in table and "majority class" in table
     assert "splits" in (tmp_path / "tables" / "pp_admm_studies.md").read_text()
     assert "0.7000 (rdp)" in (tmp_path / "tables" / "pp_admm_privacy.md").read_text()
+    equal = (tmp_path / "tables" / "pp_admm_equal_privacy.md").read_text()
+    assert "| PP-ADMM | 10 | 0.1500 ± 0.0020 | 0.7000 | 0.1500 ± 0.0020 | 0.7000 |" in equal
 
 
 def test_the_baselines_loss_claim_reads_the_curves(tmp_path):
