@@ -62,3 +62,16 @@ def test_tight_params_refuse_to_give_a_budget_before_it_is_found():
         params.rho_total
     assert private.with_nominal(params, 3.0).rho_total > dvp.Params(epsilon=1.0).rho_total
     assert dvp.Params(epsilon=1.0, calibration="tight", noise=False).rho_total == dvp.Params(epsilon=1.0).rho_total
+
+
+def test_the_evaluator_refuses_a_bad_or_differing_nominal_epsilon_from_an_agent():
+    params = dvp.Params(epsilon=1.0, calibration="tight")
+    good = {"agent1": {"nominal_epsilon": 1.3}, "agent2": {"nominal_epsilon": 1.3}}
+    assert private.adopt_nominal(params, good, ["agent1", "agent2"]).nominal_epsilon == 1.3
+    for bad in (None, "1.3", float("nan"), -1.0, True):
+        with pytest.raises(ValueError, match="agent 'agent2' reports the nominal epsilon"):
+            private.adopt_nominal(params, {**good, "agent2": {"nominal_epsilon": bad}}, ["agent1", "agent2"])
+    with pytest.raises(ValueError, match="different nominal epsilons"):
+        private.adopt_nominal(params, {**good, "agent2": {"nominal_epsilon": 1.31}}, ["agent1", "agent2"])
+    # an exact run takes no nominal epsilon from anyone
+    assert private.adopt_nominal(dvp.Params(epsilon=1.0), {}, []).nominal_epsilon is None

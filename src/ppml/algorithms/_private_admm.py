@@ -154,9 +154,12 @@ def adopt_nominal(params: PrivateParams, results: dict[str, Any], names: list[st
     if params.calibration != "tight" or not params.noise:
         return params
     reported = {name: results[name].get("nominal_epsilon") for name in names}
+    for name, value in reported.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"agent {name!r} reports the nominal epsilon {value!r}: not a positive finite number")
     values = set(reported.values())
-    if len(values) != 1 or None in values:
-        raise ValueError(f"the agents report different or missing nominal epsilons: {reported}")
+    if len(values) != 1:
+        raise ValueError(f"the agents report different nominal epsilons: {reported}")
     return with_nominal(params, values.pop())
 
 

@@ -1802,6 +1802,8 @@ WHY_PAPER_BUDGETS = ("the paper compares at the same total privacy loss; its bud
 
 
 def _compared_parts(dataset: str, parts: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A compared statement's (claim id, part name) pairs: every part at equal tight ε, then every part on the
+    paper's budgets (its name says which; a statement of one part is named by the reading alone)."""
     out = []
     for reading, suffix in (("equal tight ε", EQUAL_SUFFIX), ("paper's budgets", PAPER_SUFFIX)):
         out += [(f"{PAPER}-{dataset}-{cid}{suffix}", f"{name}, {reading}" if name else reading)
