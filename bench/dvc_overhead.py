@@ -8,11 +8,12 @@ hard-linked from this checkout when they are there), so the checkout is never to
    ``git status`` shows afterwards (nothing but the edited params line, every output as committed);
 3. ``dvc exp run -S 'params/local.yaml:local_experiments.local-a9a.lam=0.01'``: its wall time, split into each
    stage it ran (from the moment DVC announces a stage to the next) and the rest; "beyond the run" is the wall
-   time less the train stage's own clock (timing.json's ``seconds`` times its seeds).
+   time less the train stage's own clock (timing.json's ``seconds`` times its seeds). The edit must train
+   local-a9a alone (stages/train.py's line per run), else the bench fails.
 
 Prints the machine's load average before and after: the figures hold for an idle machine.
-Usage: ``python bench/dvc_overhead.py [--quick] [--json FILE]`` (FILE: the seconds measured), after committing (the clone is of HEAD, whose dvc.lock must be
-current, else (3) re-runs whatever is stale). ``--quick`` (for the test suite) runs (1) once and (2) only; (3)
+Usage: ``python bench/dvc_overhead.py [--quick] [--json FILE]`` (FILE: the seconds measured), after committing
+(the clone is of HEAD, whose dvc.lock must be current, else (3) re-runs whatever is stale). ``--quick`` (for the test suite) runs (1) once and (2) only; (3)
 needs data/prepared/a9a. On a fresh clone without data, (1) measures a status that reports the missing data.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GOOD = "params/local.yaml:local_experiments.local-a9a.lam=0.01"
 BAD = "params/local.yaml:local_experiments.local-a9a.lam=-1"
 TIMEOUT = 900  # seconds for any one command
+TRAINED = re.compile(r"^train_\w+: run \d+ of \d+: (\S+)")
 
 
 def _env() -> dict[str, str]:
@@ -53,20 +56,24 @@ def _dvc(repo: Path, *args: str) -> tuple[float, subprocess.CompletedProcess]:
     return time.perf_counter() - start, done
 
 
-def _timed_stages(repo: Path, *args: str) -> tuple[float, int, list[tuple[str, float]]]:
-    """Run dvc, timing each stage from its "Running stage" line to the next line of that kind (or the end)."""
+def _timed_stages(repo: Path, *args: str) -> tuple[float, int, list[tuple[str, float]], list[str]]:
+    """Run dvc, timing each stage from its "Running stage" line to the next line of that kind (or the end);
+    also the experiments the train stages trained (stages/train.py's line per run)."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "dvc", *args], cwd=repo, env=_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1)
     assert proc.stdout is not None
     marks: list[tuple[str, float]] = []
+    trained: list[str] = []
     for line in proc.stdout:
         if line.startswith("Running stage '"):
             marks.append((line.split("'")[1], time.perf_counter()))
+        elif (run := TRAINED.match(line)) is not None:
+            trained.append(run.group(1))
     rc = proc.wait(timeout=TIMEOUT)
     end = time.perf_counter()
     stages = [(name, (marks[i + 1][1] if i + 1 < len(marks) else end) - at) for i, (name, at) in enumerate(marks)]
-    return end - start, rc, stages
+    return end - start, rc, stages, trained
 
 
 def scratch_clone(into: Path) -> Path:
@@ -83,7 +90,8 @@ def scratch_clone(into: Path) -> Path:
 
 
 def run_seconds(repo: Path, name: str) -> float:
-    run = repo / "reports" / "runs" / name
+    """The own clock of experiment `name` of params/local.yaml (seconds per seed times seeds)."""
+    run = repo / "reports" / "runs" / "local" / name
     seconds = json.loads((run / "timing.json").read_text())["values"]["seconds"]
     return float(seconds) * float(json.loads((run / "run.json").read_text()).get("seeds", 1))
 
@@ -125,15 +133,19 @@ def main(argv: list[str] | None = None) -> int:
             print("one-run -S edit: skipped (HEAD's dvc.lock is not current here: `dvc status` lists stale stages, "
                   "which the edit would re-run too)")
         else:
-            total, rc, stages = _timed_stages(repo, "exp", "run", "-S", GOOD)
+            total, rc, stages, trained = _timed_stages(repo, "exp", "run", "-S", GOOD)
             if rc != 0:
                 print(f"dvc exp run -S {GOOD} failed (exit {rc})", file=sys.stderr)
+                return 1
+            if trained != ["local-a9a"]:
+                print(f"the one-run edit trained {trained}, not local-a9a alone", file=sys.stderr)
                 return 1
             own = run_seconds(repo, "local-a9a")
             numbers.update(edit_seconds=total, run_seconds=own, beyond_run_seconds=total - own)
             staged = sum(s for _, s in stages)
             print(f"one-run -S edit ({GOOD}): {total:.1f} s in all; the run's own clock {own:.1f} s; "
                   f"{total - own:.1f} s beyond the run")
+            print(f"  experiments trained: {', '.join(trained) or 'none'}")
             for name, seconds in stages:
                 print(f"  stage {name}: {seconds:.1f} s (from DVC's announcement to the next)")
             print(f"  before the first stage and between: {total - staged:.1f} s")

@@ -2,10 +2,11 @@
 
     python stages/account.py --params params.yaml --runs reports/runs --out reports/privacy.json
 
-Each train stage accounts its own run into reports/runs/<name>/privacy.json (ppml.accounting.run_privacy); this
-stage only reads those, in the order of params.yaml, into ``{"runs": [...], "missing": [...]}``: a run with no
-privacy side (``privacy_side: false``) has no entry, a run whose file is absent is listed in ``missing``. It
-imports no accountant, so it takes seconds and a change to the accounting re-runs the train stages instead.
+Each train stage accounts its own run into reports/runs/<algorithm>/<name>/privacy.json (ppml.config.run_dir,
+ppml.accounting.run_privacy); this stage only reads those, in the order of params.yaml, into
+``{"runs": [...], "missing": [...]}``: a run with no privacy side (``privacy_side: false``) has no entry, a run
+whose file is absent is listed in ``missing``. It imports no accountant, so it takes seconds and a change to the
+accounting re-runs the train stages instead.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppml.config import ParamError, all_experiments, load_params
+from ppml.config import ParamError, all_experiments, load_params, run_dir
 from ppml.io import read_json, write_json
 
 
@@ -41,12 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         experiments = {name: block for name, (_, block) in all_experiments(load_params(args.params)).items()}
+        paths = {name: run_dir(args.runs, name, block) / "privacy.json" for name, block in experiments.items()}
     except ParamError as exc:
         print(f"account: {exc}", file=sys.stderr)
         return 2
     runs, missing = [], []
     for name, block in experiments.items():
-        path = Path(args.runs) / name / "privacy.json"
+        path = paths[name]
         if not path.exists():  # e.g. `dvc repro -s account` before every train stage has run
             logging.warning("%s: %s is missing (train_%s@%s has not run); listed as missing", name, path,
                             block.get("algorithm"), name)

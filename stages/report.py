@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             write_json(new / "metrics" / "claims.json", summary_metrics(claims))
             # params.yaml sits at the repository's root: evidence paths are relative to it
             check_evidence(claims, repo=Path(args.params).resolve().parent, out=new, runs=args.runs)
-    except ReportInputError as exc:
+    except (ReportInputError, ParamError) as exc:  # ParamError: an experiment names no algorithm (run_dir)
         print(f"report: {exc}", file=sys.stderr)
         return 2
     logging.info("report: %s", summary_metrics(claims))

@@ -43,9 +43,10 @@ def test_every_stage_group_depends_on_its_own_fingerprint_and_no_source_file():
     assert {"src/ppml", "stages"} <= set(plan["deps"])
 
 
-def test_the_plan_stage_and_vars_name_every_params_file():
+def test_the_plan_stage_and_top_level_params_name_every_params_file():
     files = yaml.safe_load((ROOT / "params.yaml").read_text())["params_files"]
-    assert DVC["vars"] == files
+    assert DVC["vars"] == ["params/datasets.yaml"]  # only the data stages are templated
+    assert DVC["params"] == ["params.yaml", *files]
     assert DVC["stages"]["plan"]["deps"][2:] == ["params.yaml", *files]
     assert sorted(files) == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "params").glob("*.yaml"))
 
@@ -56,16 +57,17 @@ def test_committed_fingerprints_equal_the_tree():
             f"reports/plan/{group}.txt is stale: run `dvc repro` (stage plan, then what it changed)")
 
 
-def test_every_algorithm_has_its_train_group_and_params_section():
+def test_every_algorithm_has_its_train_stage_with_persistent_outputs():
     from ppml.algorithms import ALGORITHMS
-    from ppml.config import section_of_algorithm
 
     stages = DVC["stages"]
     for algorithm in ALGORITHMS:
-        section = section_of_algorithm(algorithm)
-        group = stages[f"train_{algorithm}"]
-        assert group["foreach"] == "${" + section + "}"
-        assert {f"params/{algorithm}.yaml": [f"{section}.${{key}}"]} in group["do"]["params"]
+        stage = stages[f"train_{algorithm}"]
+        assert f"--algorithm {algorithm} " in stage["cmd"], algorithm
+        assert stage["deps"] == [f"reports/plan/train_{algorithm}.txt", "data/prepared", f"params/{algorithm}.yaml"]
+        assert stage["params"] == ["seed"]
+        assert stage["outs"] == [{f"reports/runs/{algorithm}": {"cache": False, "persist": True}}]
+        assert stage["metrics"] == [{f"reports/metrics/{algorithm}.json": {"cache": False, "persist": True}}]
 
 
 def test_fdml_edit_reaches_only_the_fdml_group():

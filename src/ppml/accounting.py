@@ -1,7 +1,7 @@
 """A run's privacy accounting: for a run with privacy events, the paper's bound and a tight bound side by side.
 
-Each train stage accounts its own run (:func:`run_privacy`) into ``reports/runs/<name>/privacy.json``; the
-account stage only gathers those files into ``reports/privacy.json``, so editing one run re-accounts one run.
+Each train stage accounts its own run (:func:`run_privacy`) into ``reports/runs/<algorithm>/<name>/privacy.json``;
+the account stage only gathers those files into ``reports/privacy.json``, so editing one run re-accounts one run.
 
 A run is given an epsilon only when its ledger says the assumptions behind the sensitivity were enforced;
 it is ``certified`` only when, besides, the tight epsilon of its recorded mechanisms is at most its target (a

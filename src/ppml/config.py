@@ -115,6 +115,15 @@ def all_experiments(params: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
     return out
 
 
+def run_dir(runs: str | Path, name: str, block: Mapping[str, Any]) -> Path:
+    """Experiment `name`'s run directory under `runs` (reports/runs): ``<runs>/<algorithm>/<name>``, one folder
+    per algorithm, which is that algorithm's train stage output (e.g. reports/runs/pp_admm/pp-adult-eps1)."""
+    algorithm = block.get("algorithm") if isinstance(block, Mapping) else None
+    if not isinstance(algorithm, str) or not algorithm:
+        raise ParamError(f"params: experiment {name!r} names no algorithm, got {algorithm!r}")
+    return Path(runs) / algorithm / name
+
+
 def check(path: str, value: Any, *, gt: float | None = None, ge: float | None = None,
           lt: float | None = None, le: float | None = None, choices: typing.Iterable[Any] | None = None) -> Any:
     """Range and choice checks with messages naming the key path."""

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import yaml
 
-from ppml.config import ParamError
+from ppml.config import ParamError, run_dir
 from ppml.experiment import experiment_params, run
 from ppml.io import save_party, write_json
 from tests.algorithms.horizontal_data import horizontal
@@ -150,9 +150,9 @@ def test_absurd_epsilon_trains_and_its_accounting_failure_is_recorded(prepared, 
     blocks = {"huge": block(epsilon=1e300, T=2, calibration="exact"), "fine": block(T=2)}
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"seed": 1, "experiments": blocks}))
-    for name in blocks:
+    for name, spec in blocks.items():  # into the run directories the account stage reads
         assert train(["--experiment", name, "--params", str(params), "--data", str(prepared), "--out",
-                      str(tmp_path / "runs" / name)]) == 0
+                      str(run_dir(tmp_path / "runs", name, spec))]) == 0
     assert account(["--params", str(params), "--runs", str(tmp_path / "runs"), "--out",
                     str(tmp_path / "privacy.json")]) == 0
     import json

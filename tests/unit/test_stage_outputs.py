@@ -43,7 +43,7 @@ def project(tmp_path):
         for algorithm, loss in (("centralized", 0.3), ("local", 0.4)):
             name = f"{algorithm}-d{i}"
             experiments[name] = {"algorithm": algorithm, "dataset": f"d{i}", "lam": 0.01}
-            run = reports / "runs" / name
+            run = reports / "runs" / algorithm / name
             run.mkdir(parents=True)
             (run / "metrics.json").write_text(json.dumps(_metrics(name, algorithm, f"d{i}", loss + i / 100)))
             (run / "history.json").write_text(json.dumps({"runs": [{"records": []}]}))
@@ -69,7 +69,8 @@ def _snapshot(reports: Path) -> dict[str, bytes]:
 
 def _tenth_metrics(project: Path) -> Path:
     tenth = list(yaml.safe_load((project / "params.yaml").read_text())["experiments"])[9]
-    return project / "reports" / "runs" / tenth / "metrics.json"
+    block = yaml.safe_load((project / "params.yaml").read_text())["experiments"][tenth]
+    return project / "reports" / "runs" / block["algorithm"] / tenth / "metrics.json"
 
 
 @pytest.mark.parametrize("problem", ["corrupt", "mismatch", "not an object", "missing key", "string number"])
@@ -118,7 +119,7 @@ def test_killed_report_leaves_previous_outputs_and_next_run_cleans_up(project):
     assert report.main(_args(project)) == 0
     reports = project / "reports"
     before = _snapshot(reports)
-    metrics = reports / "runs" / "local-d0" / "metrics.json"  # the next run would change the tables
+    metrics = reports / "runs" / "local" / "local-d0" / "metrics.json"  # the next run would change the tables
     metrics.write_text(json.dumps(_metrics("local-d0", "local", "d0", 0.777)))
 
     proc = subprocess.Popen([sys.executable, str(ROOT / "stages" / "report.py"), *_args(project)],
@@ -207,7 +208,7 @@ def gathered(tmp_path):
                    for name in ("certified", "plain", "untrained", "failed", "fixed")}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"experiments": experiments}, sort_keys=False))
     for name, entry in _entries().items():
-        write_json(tmp_path / "runs" / name / "privacy.json", entry)
+        write_json(tmp_path / "runs" / "pp_admm" / name / "privacy.json", entry)
     return tmp_path, ["--params", str(tmp_path / "params.yaml"), "--runs", str(tmp_path / "runs"),
                       "--out", str(tmp_path / "privacy.json")]
 
@@ -225,7 +226,7 @@ def test_account_gathers_exactly_what_train_wrote(gathered, caplog):
 @pytest.mark.parametrize("damage", ["not json", "another run", "no status"])
 def test_account_refuses_a_damaged_privacy_json_naming_it(gathered, damage, capsys):
     root, args = gathered
-    path = root / "runs" / "fixed" / "privacy.json"
+    path = root / "runs" / "pp_admm" / "fixed" / "privacy.json"
     if damage == "not json":
         path.write_text('{"name": ')
     else:

@@ -521,7 +521,7 @@ def finals(run: Run, key: str) -> list[float]:
 
 
 def _evidence(*runs: Run | None, tables: tuple[str, ...] = (RUNS_TABLE,)) -> list[str]:
-    return [*tables, *(f"reports/runs/{r.name}" for r in runs if r is not None and r.available)]
+    return [*tables, *(r.evidence for r in runs if r is not None and r.available)]
 
 
 def _power(est: stats.Estimate, n: int, seeded: list[Run], what: str, **tables: Any) -> tuple[str, str, list[str]]:
@@ -657,7 +657,7 @@ def _claim_optimum(runs: Runs, dataset: str, admm: Run | None, *, prototype: boo
     why = (READING, f"Theorem 1 promises convergence only in the limit: at {_rho(admm)} {short} after "
                     f"{admm.metrics['epochs']:g} epochs, so our reading's threshold at the paper's epoch budget is "
                     "not met (params/admm_sharing.yaml notes the gap at each ρ tried)",
-           [RUNS_TABLE, f"reports/runs/{admm.name}", "params/admm_sharing.yaml"])
+           [RUNS_TABLE, admm.evidence, "params/admm_sharing.yaml"])
     return _claim(id_, statement, source, published,
                   f"f {f:.6f} vs centralized {f_star:.6f} (relative {rel:+.2e}) after "
                   f"{admm.metrics['epochs']:g} epochs; test log loss {t:.4f} vs {t_star:.4f}", verdict,
@@ -1012,7 +1012,7 @@ def _claim_wide(runs: Runs, study: list[dict[str, Any]]) -> Claim:
         n_min = min((n for *_, n in tests), default=0)
         why = ((POWER, f"{', '.join(r.name for r in seeded)} ran one seed each, so the seed variance of SGD's "
                        f"epoch counts is unknown; seeds: {SEEDS_NEEDED} on them would decide it.",
-                [WIDE_TABLE, *(f"reports/runs/{r.name}" for r in seeded)]) if n_min < 2 else
+                [WIDE_TABLE, *(r.evidence for r in seeded)]) if n_min < 2 else
                (POWER, "some epoch differences lie inside the t interval of their SGD seeds; more seeds would "
                        "resolve them.", [WIDE_TABLE]))
     return _claim("wide-fewer-epochs", statement, source, published, ours, verdict,

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ppml.config import run_dir
 from ppml.io import atomic_path
+from ppml.report import figcache
 from ppml.timing import is_timing
 
 #: the line colours of every figure, in the order its series first appear: the palette of the DVC templates
@@ -118,9 +120,9 @@ class Claim:
     algorithm line or equation, and ``statement`` says in our words what it states) or :data:`DIAGNOSTIC`
     (our own check). A paper claim that is FAIL or NOT SHOWN carries ``cause`` (one of :data:`CAUSES`),
     ``explanation`` (one sentence) and ``evidence`` (repository paths, ``path#anchor`` allowed, of the
-    tables or runs that show it, e.g. ``reports/tables/admm_sharing.md``, ``reports/runs/<name>``,
-    ``docs/methods.md#anchor``; :func:`check_evidence` checks they exist). Use :func:`why_not` to attach
-    them only when the verdict is FAIL or NOT SHOWN. ``basis`` is None, or for a
+    tables or runs that show it, e.g. ``reports/tables/admm_sharing.md``, ``reports/runs/<algorithm>/<name>``
+    (:attr:`Run.evidence`), ``docs/methods.md#anchor``; :func:`check_evidence` checks they exist). Use
+    :func:`why_not` to attach them only when the verdict is FAIL or NOT SHOWN. ``basis`` is None, or for a
     timing claim one of :data:`BASES`; a timing claim can PASS only on measured wall clocks.
 
     ``parts`` (with ``rule``) make the row one statement checked several ways (datasets, settings, readings:
@@ -290,10 +292,11 @@ def check_evidence(claims: Iterable[Claim], *, repo: str | Path, out: str | Path
     """Each claim's evidence path exists, and its ``#anchor`` (if any) is a heading or an explicit anchor of
     that Markdown file (:func:`markdown_anchors`); else a ReportInputError naming claim and path.
 
-    Evidence paths are repository paths (``reports/tables/admm_sharing.md#a9a``, ``reports/runs/<name>``,
-    ``docs/methods.md#...``). One under the report's own outputs (:data:`REPORT_OUTPUTS` below
-    :data:`REPORT_DIR`) must exist in `out`, the directory this report writes; one under ``reports/runs`` in
-    `runs`, the run directories the report read (default: the repository's); any other under `repo`.
+    Evidence paths are repository paths (``reports/tables/admm_sharing.md#a9a``,
+    ``reports/runs/<algorithm>/<name>``, ``docs/methods.md#...``). One under the report's own outputs
+    (:data:`REPORT_OUTPUTS` below :data:`REPORT_DIR`) must exist in `out`, the directory this report writes; one
+    under ``reports/runs`` in `runs`, the run directories the report read (default: the repository's), at the
+    same path below it (``<runs>/<algorithm>/<name>``); any other under `repo`.
     """
     repo, out = Path(repo), Path(out)
     runs = repo / REPORT_DIR / "runs" if runs is None else Path(runs)
@@ -335,6 +338,14 @@ class Run:
     @property
     def available(self) -> bool:
         return self.metrics.get("status", "ok") == "ok"
+
+    @property
+    def evidence(self) -> str:
+        """The repository path of its run directory, as claims cite it: ``reports/runs/<algorithm>/<name>``
+        (:func:`ppml.config.run_dir`, where :func:`load_runs` read it: the algorithm is its block's, else its
+        run.json's)."""
+        algorithm = self.params.get("algorithm", self.metrics.get("algorithm"))
+        return run_dir(f"{REPORT_DIR}/runs", self.name, {"algorithm": algorithm}).as_posix()
 
     def get(self, key: str, default: Any = None) -> Any:
         if key in self.metrics:
@@ -449,7 +460,8 @@ class ReportOutput:
 
     def figure(self, name: str, fig: Any) -> Path:
         """Save a matplotlib figure as PNG (deterministic metadata, each legend moved beside its axes) and close
-        it. Figures draw their lines in :data:`PALETTE`'s colours (:func:`use_palette`)."""
+        it. Figures draw their lines in :data:`PALETTE`'s colours (:func:`use_palette`). A figure equal to the
+        last report's (:mod:`ppml.report.figcache`: same code, same artists) keeps that PNG's bytes."""
         import matplotlib.pyplot as plt
 
         for ax in fig.axes:  # legends beside the data, never over it
@@ -458,8 +470,16 @@ class ReportOutput:
                 size = legend.get_texts()[0].get_fontsize() if legend.get_texts() else None
                 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=size)
         path = self.plots_dir / f"{name}.png"
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+        content = figcache.key(fig)
+        previous = self.root / "plots" / f"{name}.png"  # the last report's (the same file when not staged)
+        if figcache.stored_key(previous) == content:  # the same figure: its drawing is re-used, not redone
+            if previous.resolve() != path.resolve():
+                with atomic_path(path) as tmp:
+                    tmp.write_bytes(previous.read_bytes())
+        else:
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight",
+                            metadata={"Software": None, figcache.CHUNK: content})
         plt.close(fig)
         self.written.append(path)
         return path
@@ -588,7 +608,8 @@ def read_privacy(path: str | Path) -> dict[str, Any]:
 
 def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
               privacy: dict[str, Any] | None = None) -> Runs:
-    """Read reports/runs/<name>/{run,metrics,timing,history}.json for every experiment in params.
+    """Read reports/runs/<algorithm>/<name>/{run,metrics,timing,history}.json for every experiment in params
+    (:func:`ppml.config.run_dir`).
 
     A run's ``metrics`` are its run.json (name, algorithm, status, parameters, labels) and its metrics.json
     (numbers) merged; runs written before the split have everything in metrics.json. Its ``timing`` is
@@ -597,24 +618,24 @@ def load_runs(runs_dir: str | Path, experiments: dict[str, dict[str, Any]],
     A file that cannot be read or parsed, or a metrics.json whose ``experiment`` is not its run directory's
     name, raises :class:`ReportInputError` naming the file.
     """
-    runs_dir = Path(runs_dir)
     by_name = {r["name"]: r for r in (privacy or {}).get("runs", [])}
     out = []
     for name, block in experiments.items():
-        metrics_path = runs_dir / name / "metrics.json"
+        directory = run_dir(runs_dir, name, block)
+        metrics_path = directory / "metrics.json"
         if not metrics_path.exists():  # in params but not trained yet: reports say so instead of guessing
             metrics = {**block, "experiment": name,
-                       "status": f"not run: train_{block.get('algorithm')}@{name} has not run yet"}
+                       "status": f"not run: stage train_{block.get('algorithm')} has not trained it yet"}
             out.append(Run(name=name, params=dict(block), metrics=metrics))
             continue
-        metrics = read_run(runs_dir / name)
+        metrics = read_run(directory)
         if metrics.get("experiment") != name:
             raise ReportInputError(f"{metrics_path}: experiment is {metrics.get('experiment')!r} but the run "
                                    f"directory is {name!r}")
-        hist_path = runs_dir / name / "history.json"
+        hist_path = directory / "history.json"
         history = read_object(hist_path) if hist_path.exists() else {}
         out.append(Run(name=name, params=dict(block), metrics=metrics, history=history,
-                       privacy=by_name.get(name), timing=read_timing(runs_dir / name)))
+                       privacy=by_name.get(name), timing=read_timing(directory)))
     return Runs(out)
 
 

@@ -66,7 +66,7 @@ def _missing(run: Run | None, keys: tuple[str, ...]) -> str | None:
         return f"{run.name}: {run.metrics.get('status')}"
     lacking = [k for k in keys if not isinstance(run.metrics.get(k), (int, float))]
     if lacking:
-        return f"{run.name}: metrics lack {', '.join(lacking)} (re-run train_{run.get('algorithm')}@{run.name})"
+        return f"{run.name}: metrics lack {', '.join(lacking)} (re-run stage train_{run.get('algorithm')})"
     return None
 
 
@@ -110,8 +110,7 @@ def collaboration_claim(ds: str, central: Run | None, local: Run) -> Claim:
     return Claim(**claim, ours=f"centralized {c['test_logloss']:.4f} vs local {lo['test_logloss']:.4f} "
                                f"(difference {est.value:+.2e})", verdict=verdict,
                  margin=f"{est.text}; the models share the test rows, so this bounds the paired half-width",
-                 **why_not(verdict, cause, explanation + ".", TABLE, f"reports/runs/{central.name}",
-                           f"reports/runs/{local.name}"))
+                 **why_not(verdict, cause, explanation + ".", TABLE, central.evidence, local.evidence))
 
 
 def majority_claim(ds: str, central: Run | None) -> Claim:

@@ -1,13 +1,15 @@
 """What changed in the committed reports between two revisions, as Markdown a reviewer reads before merging.
 
 ``python -m ppml.report.compare REV_A REV_B`` (``make compare A=REV B=REV``) reads only what git holds at
-each revision — ``reports/claims.json``, ``reports/runs/*/{run,metrics,timing}.json``, ``reports/tables/*.md``
-and ``reports/privacy.json`` — and prints:
+each revision — ``reports/claims.json``, ``reports/runs/<algorithm>/<name>/{run,metrics,timing}.json`` (or
+``reports/runs/<name>/...`` at revisions from before one folder per algorithm), ``reports/tables/*.md`` and
+``reports/privacy.json`` — and prints:
 
 * the ledger's counts at each revision (paper claims and diagnostics apart) and the claims whose verdict
   moved, appeared or disappeared, with both verdicts (and the cause of a non-PASS paper claim); ledgers from
   before kinds and verdicts are read too;
-* for every run present at both revisions, the headline metrics (:data:`HEADLINE`) that changed, grouped by
+* for every run present at both revisions (runs are matched by experiment name, whichever layout each revision
+  has), the headline metrics (:data:`HEADLINE`) that changed, grouped by
   algorithm; runs added and removed; the tables whose text changed;
 * apart from them, the training time per algorithm at each revision (timing.json's ``seconds``; a revision
   from before timing.json has its timing fields in metrics.json): a clock measures the machine's load as much
@@ -40,6 +42,8 @@ HEADLINE = ("test_error", "test_logloss", "test_auc", "test_accuracy", "train_ob
 
 _CLAIMS, _PRIVACY = "reports/claims.json", "reports/privacy.json"
 _RUNS, _TABLES = "reports/runs/", "reports/tables/"
+#: the files of a run directory compared
+_RUN_FILES = ("metrics.json", "run.json", "timing.json")
 
 
 class CompareError(Exception):
@@ -76,13 +80,32 @@ def resolve(repo: Path, rev: str) -> str:
     return proc.stdout.decode().strip()
 
 
+def _run_parts(path: str) -> list[str]:
+    """The parts below ``reports/runs`` of a run file (:data:`_RUN_FILES`) in either layout: ``[algorithm, name,
+    file]`` (one folder per algorithm, :func:`ppml.config.run_dir`) or ``[name, file]`` (the flat layout of older
+    revisions); [] for any other path."""
+    parts = path[len(_RUNS):].split("/") if path.startswith(_RUNS) else []
+    return parts if len(parts) in (2, 3) and parts[-1] in _RUN_FILES else []
+
+
+def _run_name(path: str) -> str:
+    """The experiment whose run file `path` is (its directory's name), in either layout."""
+    return _run_parts(path)[-2]
+
+
 def _wanted(path: str) -> bool:
     if path in (_CLAIMS, _PRIVACY):
         return True
     if path.startswith(_RUNS):
-        parts = path[len(_RUNS):].split("/")
-        return len(parts) == 2 and parts[1] in ("metrics.json", "run.json", "timing.json")
+        return bool(_run_parts(path))
     return path.startswith(_TABLES) and path.endswith(".md") and "/" not in path[len(_TABLES):]
+
+
+def _unshadowed(found: dict[str, str]) -> dict[str, str]:
+    """`found` without the flat-layout files of a run that the revision also holds in its algorithm's folder
+    (a copy left behind by the move to one folder per algorithm: the algorithm's folder is the run)."""
+    nested = {_run_name(path) for path in found if len(_run_parts(path)) == 3}
+    return {path: oid for path, oid in found.items() if len(_run_parts(path)) != 2 or _run_name(path) not in nested}
 
 
 def _list(repo: Path, commit: str) -> dict[str, str]:
@@ -96,7 +119,7 @@ def _list(repo: Path, commit: str) -> dict[str, str]:
         _mode, kind, oid = meta.split()
         if kind == "blob" and _wanted(path):
             found[path] = oid
-    return found
+    return _unshadowed(found)
 
 
 def _cat(repo: Path, oids: list[str]) -> dict[str, bytes]:
@@ -149,13 +172,13 @@ def load(repo: str | Path, revs: list[str]) -> list[Snapshot]:
                 timing = _json(rev, path, data)
                 values = timing.get("values") if isinstance(timing, dict) else None
                 if isinstance(values, dict):
-                    name = path[len(_RUNS):].split("/")[0]
+                    name = _run_name(path)
                     timed.add(name)
                     snap.timing[name] = values
             elif path.startswith(_RUNS):  # run.json (what the run was) and metrics.json, merged per run
                 fields = _json(rev, path, data)
                 if isinstance(fields, dict):
-                    name = path[len(_RUNS):].split("/")[0]
+                    name = _run_name(path)
                     old = {k: fields.pop(k) for k in list(fields) if is_timing(k)}  # before timing.json
                     if old:
                         legacy.setdefault(name, {}).update(old)

@@ -372,7 +372,7 @@ def _fewer_epochs(claim_id: str, statement: str, source: str, pub_text: str, run
     est = stats.paired(e_sgd, e_sqn) if len(e_sgd) == len(e_sqn) else stats.unpaired(e_sgd, e_sqn)
     ours = (f"SGD {_count(sgd.metrics['epochs'])} vs SQN {_count(sqn.metrics['epochs'])} epochs, "
             f"{len(e_sgd)} seed(s){twins} (converged: {sgd.metrics['converged']}, {sqn.metrics['converged']})")
-    evidence = [TABLE, f"reports/runs/{sgd.name}", f"reports/runs/{sqn.name}"]
+    evidence = [TABLE, sgd.evidence, sqn.evidence]
     if not sqn.metrics["converged"]:
         verdict = NOT_SHOWN
         why = (POWER, f"SQN stopped at its epoch cap ({_count(sqn.metrics['epochs'])}) before FATE's stopping rule "
@@ -444,7 +444,7 @@ def _matches(claim_id: str, statement: str, dataset: str, pub: dict[str, Any], r
     margin = (f"TOST per part, the whole 95 % interval inside the tolerance: loss ±{MATCH_LOSS:.0%} of the cell "
               f"({loss.text}); AUC ±{MATCH_AUC} (Hanley-McNeil on {n_pos} + {n_neg} test rows: {auc.text}); "
               f"epochs ±{MATCH_EPOCHS} ({epochs.text}). {MATCH_REASON} The row is the conjunction of its parts")
-    evidence = [TABLE, f"reports/runs/{run.name}"] + ([f"reports/runs/{twin.name}"] if seeds else [])
+    evidence = [TABLE, run.evidence] + ([twin.evidence] if seeds else [])
     failed = [name for name, _, v in parts if v == FAIL]
     undecided = [name for name, _, v in parts if v == NOT_SHOWN]
     if failed:
@@ -574,7 +574,7 @@ def _attributes_claims(table: dict) -> list[Claim]:
         out.append(_claim(cid, statement, "'Experiments'", f"n = {POSTER_ATTRIBUTES[dataset]}",
                           f"{ours} feature columns (the model's {ours + 1} parameters less the intercept)", verdict,
                           "exact", why=(DATA, _attributes_why(ours, POSTER_ATTRIBUTES[dataset]),
-                                        [TABLE, f"reports/runs/{run.name}"])))
+                                        [TABLE, run.evidence])))
     return out
 
 
@@ -605,7 +605,7 @@ def _cost_claims(table: dict) -> list[Claim]:
                                         f"{arb / parb:.2f} "
                                         "times its coordinator count per iteration (Hardy et al.'s masked flow, "
                                         f"host_squares: {run.get('host_squares') or 'sum'}); the poster does not "
-                                        "say which messages it counts", [TABLE, f"reports/runs/{run.name}"])))
+                                        "say which messages it counts", [TABLE, run.evidence])))
     return out
 
 

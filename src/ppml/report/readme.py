@@ -3,8 +3,8 @@
     python -m ppml.report.readme README.md REPORTS_DIR [RESULTS_MD]
 
 ``make repro`` runs it after ``dvc repro``. It reads only what the pipeline wrote under REPORTS_DIR
-(``runs/*/{run,metrics,timing,history}.json``, ``privacy.json``, ``claims.json``, ``tables/*.md``, ``plots/*.png``,
-``published/*.csv``) and writes two files:
+(``runs/<algorithm>/<name>/{run,metrics,timing,history}.json``, ``privacy.json``, ``claims.json``,
+``tables/*.md``, ``plots/*.png``, ``published/*.csv``) and writes two files:
 
 * RESULTS_MD (default ``docs/results.md`` beside README.md), written whole: per paper (:data:`GROUPS`) its
   claims with their numbers, margins and verdicts, every table of ``tables/`` and every figure of ``plots/``;
@@ -51,10 +51,14 @@ class Reports:
         self.root = root
         self.runs: dict[str, dict[str, Any]] = {}
         self.timing: dict[str, dict[str, Any]] = {}  # run -> its timing.json values (ppml.timing)
-        runs_dir = root / "runs"
-        for metrics_path in sorted(runs_dir.glob("*/metrics.json")):
-            self.runs[metrics_path.parent.name] = dict(read_run(metrics_path.parent))
-            self.timing[metrics_path.parent.name] = read_timing(metrics_path.parent)
+        self.dirs: dict[str, Path] = {}  # run -> its directory, runs/<algorithm>/<name> (ppml.config.run_dir)
+        for metrics_path in sorted((root / "runs").glob("*/*/metrics.json")):
+            directory, name = metrics_path.parent, metrics_path.parent.name
+            if name in self.dirs:  # e.g. a run left behind when its experiment moved to another algorithm
+                raise ValueError(f"run {name!r} has two directories: {self.dirs[name]} and {directory}")
+            self.dirs[name] = directory
+            self.runs[name] = dict(read_run(directory))
+            self.timing[name] = read_timing(directory)
         claims_path = root / "claims.json"
         self.claims: list[dict[str, Any]] | None = None
         if claims_path.exists():
@@ -83,8 +87,10 @@ class Reports:
 
     def at_epoch(self, run: str, key: str, epoch: int) -> float | None:
         """Mean over the run's seeds of `key` in the history record of `epoch`."""
-        path = self.root / "runs" / run / "history.json"
-        if not self._ok(run) or not path.exists():
+        if not self._ok(run):
+            return None
+        path = self.dirs[run] / "history.json"
+        if not path.exists():
             self.missing.add(run)
             return None
         seeds = read_object(path).get("runs", [])

@@ -23,8 +23,8 @@ Interface shared by the report modules (changes to it are announced here, at the
 The claim fields themselves (``kind``, ``source``, ``cause``, ``explanation``, ``evidence``, ``basis``) are in
 :class:`ppml.report.base.Claim`; ``base.why_not(verdict, cause, explanation, *evidence)`` gives the last three
 only for a FAIL / NOT SHOWN verdict. Evidence paths are repository paths: ``reports/tables/<t>.md#anchor`` and
-``reports/plots/...`` must be written by this report, anything else (``reports/runs/<name>``, ``docs/...``,
-``params.yaml``) must exist in the repository; the report stage fails naming the claim otherwise.
+``reports/plots/...`` must be written by this report, anything else (``reports/runs/<algorithm>/<name>``,
+``docs/...``, ``params.yaml``) must exist in the repository; the report stage fails naming the claim otherwise.
 
 Every function returns an :class:`Estimate` ``(value, half_width, text)``; ``text`` goes into ``Claim.margin``.
 A half-width is two-sided at ``level`` (0.95 unless stated). With fewer than 2 seeds there is no seed variance:

@@ -73,24 +73,26 @@ def test_check_evidence_names_claim_and_path(tmp_path):
     repo, out = tmp_path / "repo", tmp_path / "out"
     (repo / "docs").mkdir(parents=True)
     (repo / "docs" / "methods.md").write_text("# Methods\n\n## rho\n")
-    (repo / "reports" / "runs" / "r1").mkdir(parents=True)
+    (repo / "reports" / "runs" / "alg" / "r1").mkdir(parents=True)  # reports/runs/<algorithm>/<name>
     (repo / "reports" / "tables").mkdir(parents=True)
     (repo / "reports" / "tables" / "stale.md").write_text("an earlier report's table")
     (out / "tables").mkdir(parents=True)
     (out / "tables" / "t.md").write_text('<a id="a9a"></a>x')
     ok = Claim(**BASE, verdict=FAIL, source="Fig. 1", cause="data", explanation="e.",
-               evidence=("docs/methods.md#rho", "reports/tables/t.md#a9a", "reports/runs/r1"))
+               evidence=("docs/methods.md#rho", "reports/tables/t.md#a9a", "reports/runs/alg/r1"))
     check_evidence([ok], repo=repo, out=out)
     elsewhere = tmp_path / "scratch_runs"  # the stage's --runs: run directories are looked up there
-    (elsewhere / "r9").mkdir(parents=True)
+    (elsewhere / "alg" / "r9").mkdir(parents=True)
     scratch = Claim(**{**BASE, "id": "x-9"}, verdict=FAIL, source="Fig. 1", cause="data", explanation="e.",
-                    evidence=("reports/runs/r9",))
+                    evidence=("reports/runs/alg/r9",))
     check_evidence([scratch], repo=repo, out=out, runs=elsewhere)
-    with pytest.raises(ReportInputError, match="claim x-9: evidence 'reports/runs/r9' does not exist in the runs"):
+    with pytest.raises(ReportInputError, match="claim x-9: evidence 'reports/runs/alg/r9' does not exist in the "
+                                                "runs"):
         check_evidence([scratch], repo=repo, out=out)
     for i, (path, where) in enumerate([("reports/tables/missing.md#a", "this report's output"),
                                        ("reports/tables/stale.md", "this report's output"),
-                                       ("reports/runs/r2", "the runs read"),
+                                       ("reports/runs/alg/r2", "the runs read"),
+                                       ("reports/runs/r1", "the runs read"),  # the flat layout: not a run
                                        ("docs/missing.md#x", "the repository")]):
         bad = Claim(**{**BASE, "id": f"x-{i + 2}"}, verdict=FAIL, source="Fig. 1", cause="data",
                     explanation="e.", evidence=(path,))

@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -24,7 +25,8 @@ def _metrics(name, algorithm, **values):
 
 @pytest.fixture()
 def repo(tmp_path):
-    """Two commits of fake reports: the first with old-format claims (``pass``), the second with verdicts."""
+    """Two commits of fake reports: the first with old-format claims (``pass``) and the flat run layout
+    (reports/runs/<name>), the second with verdicts and one folder per algorithm (reports/runs/<algorithm>/<name>)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -54,16 +56,17 @@ def repo(tmp_path):
         {"id": "new", "ours": "y", "verdict": "PASS", "margin": "0.01", "pass": True, "kind": "diagnostic"},
     ])
     # the timing field changes on the unchanged run; the other run's error and bytes change. The first commit
-    # has its timing inside metrics.json (as before timing.json), the second in timing.json
-    _write(repo, "reports/runs/central-a/metrics.json",
+    # has its timing inside metrics.json (as before timing.json), the second in timing.json. The runs move to
+    # their algorithms' folders: matched by name, they are neither added nor removed
+    shutil.rmtree(repo / "reports/runs")
+    _write(repo, "reports/runs/centralized/central-a/metrics.json",
            _metrics("central-a", "centralized", test_error=0.20, test_logloss=0.40, epochs=10))
-    _write(repo, "reports/runs/central-a/timing.json", timing_record("central-a", {"seconds": 9.0}))
-    _write(repo, "reports/runs/ppadmm-a/metrics.json",
+    _write(repo, "reports/runs/centralized/central-a/timing.json", timing_record("central-a", {"seconds": 9.0}))
+    _write(repo, "reports/runs/pp_admm/ppadmm-a/metrics.json",
            _metrics("ppadmm-a", "pp_admm", test_error=0.2375, bytes_sent=150, seeds=2))
-    _write(repo, "reports/runs/ppadmm-a/timing.json",
+    _write(repo, "reports/runs/pp_admm/ppadmm-a/timing.json",
            timing_record("ppadmm-a", {"seconds": 30.0, "seconds_mean": 30.0, "seconds_std": 2.0}))
-    (repo / "reports/runs/old-run/metrics.json").unlink()
-    _write(repo, "reports/runs/new-run/metrics.json", _metrics("new-run", "fdml", test_error=0.1))
+    _write(repo, "reports/runs/fdml/new-run/metrics.json", _metrics("new-run", "fdml", test_error=0.1))
     _write(repo, "reports/tables/baselines.md", "| a |\n|---|\n| 2 |\n")
     _write(repo, "reports/tables/fdml.md", "| b |\n")
     _write(repo, "reports/privacy.json", {"runs": [
@@ -116,6 +119,22 @@ def test_compare_two_commits(repo, capsys):
     assert "| baselines.md | changed | 1 | 1 |" in out and "| fdml.md | added |" in out
     assert "| ppadmm-a | certified | false | true |" in out
     assert "| ppadmm-a | tight epsilon | — | 0.7000 |" in out
+
+
+def test_a_flat_copy_left_beside_the_algorithms_folder_is_not_read(repo):
+    """A revision holding a run both flat and in its algorithm's folder is read from the algorithm's folder;
+    files deeper than <algorithm>/<name>/ or of another name are not run files."""
+    _write(repo, "reports/runs/central-a/metrics.json", _metrics("central-a", "centralized", test_error=0.9))
+    _write(repo, "reports/runs/central-a/timing.json", timing_record("central-a", {"seconds": 99.0}))
+    _write(repo, "reports/runs/flat-only/metrics.json", _metrics("flat-only", "local", test_error=0.5))
+    _write(repo, "reports/runs/fdml/new-run/parties/a/metrics.json", _metrics("a", "fdml", test_error=0.7))
+    _write(repo, "reports/runs/fdml/new-run/notes.json", {"test_error": 0.7})
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "stale copies")
+    before, after = compare.load(repo, ["HEAD~1", "HEAD"])
+    assert after.runs["central-a"] == before.runs["central-a"] and after.timing["central-a"] == {"seconds": 9.0}
+    assert after.runs["new-run"] == before.runs["new-run"] and "a" not in after.runs
+    assert set(after.runs) - set(before.runs) == {"flat-only"}  # a run only flat is still read
 
 
 def test_same_revision_reports_nothing_changed(repo, capsys):

@@ -18,9 +18,10 @@ NOT_RUN = f"not run: data unavailable ({WHY})"
 
 
 def _run(reports: Path, name: str, *, split: bool = True, history: list | None = None, **fields) -> None:
-    """A run directory as the train stage writes it: run.json (what it was) + metrics.json (numbers) +
-    timing.json (clocks), or the older single metrics.json with everything in it."""
-    d = reports / "runs" / name
+    """A run directory as the train stage writes it, runs/<algorithm>/<name> (the algorithm field, else the
+    name's prefix): run.json (what it was) + metrics.json (numbers) + timing.json (clocks), or the older single
+    metrics.json with everything in it."""
+    d = reports / "runs" / str(fields.get("algorithm", name.split("-")[0])) / name
     d.mkdir(parents=True)
     strings = {k: v for k, v in fields.items() if isinstance(v, str)}
     described = {"experiment": name, "status": "ok", **strings}
@@ -227,6 +228,24 @@ def test_runs_a_headline_needs_are_reported_missing_and_shown_as_a_dash(reports,
     missing = refresh(readme, reports)
     assert {"local-adult", "paillier_sqn-default_credit-b1000", "fdml_table1-a9a-nn-local"} <= missing
     assert "centralized-a9a" not in missing
+
+
+def test_runs_are_read_from_their_algorithms_folders_and_a_run_in_two_is_refused(reports, readme, capsys):
+    """runs/<algorithm>/<name>: a run directory left flat (runs/<name>) is not read; one run in two algorithms'
+    folders (a stale copy) is an error naming both."""
+    from ppml.report.readme import Reports
+
+    read = Reports(reports)
+    assert read.dirs["centralized-a9a"] == reports / "runs" / "centralized" / "centralized-a9a"
+    assert read.at_epoch("fdml_table1-a9a-lr-fdml", "test_auc", 10) == pytest.approx(0.85)
+    (reports / "runs" / "flat-run").mkdir()
+    (reports / "runs" / "flat-run" / "metrics.json").write_text(json.dumps({"experiment": "flat-run"}))
+    assert "flat-run" not in Reports(reports).runs
+    _run(reports, "local-a9a", algorithm="fdml")
+    with pytest.raises(ValueError, match="run 'local-a9a' has two directories: .*fdml/local-a9a and "
+                                         ".*local/local-a9a"):
+        Reports(reports)
+    assert main([str(readme), str(reports)]) == 2 and "two directories" in capsys.readouterr().err
 
 
 def test_a_readme_without_its_markers_is_refused_and_nothing_is_written(reports, tmp_path, capsys):

@@ -97,7 +97,7 @@ def test_claims_tables_and_figures(out):
     a = claims["admm_sharing-a9a-admm-vs-sgd"]  # SGD ran one seed: no seed variance, nothing shown
     assert a.verdict == "NOT SHOWN" and "difference -0.0017" in a.ours and "1 seed" in a.margin
     assert a.cause == "power" and "fdml-a9a ran one seed" in a.explanation
-    assert a.evidence == ("reports/tables/admm_sharing.md", "reports/runs/fdml-a9a")
+    assert a.evidence == ("reports/tables/admm_sharing.md", "reports/runs/fdml/fdml-a9a")
     b = claims["admm_sharing-a9a-reaches-optimum"]  # deterministic runs: decided without seeds
     assert b.passed is True and "relative +2.75e-05" in b.ours and b.cause is None
     c = claims["admm_sharing-a9a-noise-beats-local"]
@@ -183,7 +183,7 @@ def test_the_tuned_rho_is_labelled_and_the_prototype_rho_claimed_too(out):
     assert sweep_point.verdict == "PASS" and "tuned" in sweep_point.statement and "ρ = 0.2" in sweep_point.statement
     rho1 = claims["admm_sharing-a9a-reaches-optimum-rho1"]
     assert rho1.verdict == "FAIL" and "prototype's ρ = 1" in rho1.statement and rho1.cause == "reading"
-    assert "reports/runs/admm_sharing-a9a-rho1" in rho1.evidence and "Theorem 1" in rho1.source
+    assert "reports/runs/admm_sharing/admm_sharing-a9a-rho1" in rho1.evidence and "Theorem 1" in rho1.source
     not_yet = Run(name="admm_sharing-a9a-rho1", params={}, metrics={
         "algorithm": "admm_sharing", "dataset": "a9a", "rho": 1.0, "status": "not run: train has not run yet"})
     claim = {c.id: c for c in report.build(Runs([*base, not_yet]), out)}["admm_sharing-a9a-reaches-optimum-rho1"]

@@ -39,7 +39,8 @@ def test_collaboration_on_a9a_is_the_admm_sharing_papers_claim(tmp_path):
     claim = _claims(tmp_path, central, local)["baselines-a9a-collaboration-helps"]
     assert claim.kind == "paper" and claim.paper == "admm_sharing" and "Fig. 3(a)" in claim.source
     assert claim.verdict == FAIL and claim.cause == "property"
-    assert claim.evidence == ("reports/tables/baselines.md", "reports/runs/centralized-a9a", "reports/runs/local-a9a")
+    assert claim.evidence == ("reports/tables/baselines.md", "reports/runs/centralized/centralized-a9a",
+                              "reports/runs/local/local-a9a")
 
 
 @pytest.mark.parametrize("auc, expected", [(0.8, PASS), (0.51, NOT_SHOWN), (0.45, FAIL)])
@@ -58,7 +59,7 @@ def test_old_metrics_without_the_spread_are_not_checked(tmp_path):
     del central.metrics["test_logloss_sd"], central.metrics["n_test"]
     claims = _claims(tmp_path, central, _run("local-ds", "local", test_logloss=0.5, test_error=0.2))
     assert claims["baselines-ds-collaboration-helps"].verdict == NOT_CHECKED
-    assert "re-run train_centralized@centralized-ds" in claims["baselines-ds-collaboration-helps"].ours
+    assert "re-run stage train_centralized" in claims["baselines-ds-collaboration-helps"].ours
     assert claims["baselines-ds-beats-majority-class"].verdict == NOT_CHECKED
 
 

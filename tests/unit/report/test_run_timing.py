@@ -20,11 +20,11 @@ def _write(run_dir: Path, **files: dict) -> None:
 @pytest.fixture
 def runs_dir(tmp_path):
     runs = tmp_path / "runs"
-    _write(runs / "new", run={"experiment": "new", "algorithm": "fdml", "status": "ok", "latency": 1e-3},
+    _write(runs / "fdml" / "new", run={"experiment": "new", "algorithm": "fdml", "status": "ok", "latency": 1e-3},
            metrics={"test_auc": 0.9, "epochs": 2},
            timing=timing_record("new", {"seconds": 4.0, "sim_time": None, "cost_seconds": 0.5}))
     # before timing.json: the clocks are in metrics.json (and, when not a number, in run.json)
-    _write(runs / "old", run={"experiment": "old", "algorithm": "fdml", "status": "ok", "sim_time": None},
+    _write(runs / "fdml" / "old", run={"experiment": "old", "algorithm": "fdml", "status": "ok", "sim_time": None},
            metrics={"test_auc": 0.8, "seconds": 3.0, "seconds_std": 0.5, "sim_time_per_epoch": 2.0})
     return runs
 
@@ -43,6 +43,17 @@ def test_timing_is_read_apart_from_the_metrics_in_both_layouts(runs_dir):
     assert runs["untrained"].timing == {} and runs["untrained"].get("seconds") is None
 
 
+def test_runs_are_read_from_their_algorithms_folder_and_cite_it(runs_dir):
+    """A run directory is runs/<algorithm>/<name> (ppml.config.run_dir); a flat runs/<name> is not read."""
+    _write(runs_dir / "flat", run={"experiment": "flat", "algorithm": "fdml", "status": "ok"}, metrics={})
+    runs = load_runs(runs_dir, {"new": {"algorithm": "fdml"}, "flat": {"algorithm": "fdml"}})
+    assert runs["new"].available and runs["new"].get("test_auc") == 0.9
+    assert runs["flat"].get("status") == "not run: stage train_fdml has not trained it yet"
+    assert [r.evidence for r in runs] == ["reports/runs/fdml/new", "reports/runs/fdml/flat"]
+    # a run built by hand cites its run.json's algorithm when it has no block
+    assert Run(name="r", params={}, metrics={"algorithm": "local"}).evidence == "reports/runs/local/r"
+
+
 def test_get_prefers_metrics_then_timing_then_params():
     run = Run(name="r", params={"seconds": 1.0, "lam": 0.1}, metrics={"test_auc": 0.7},
               timing={"seconds": 2.0, "test_auc": 0.0})
@@ -51,7 +62,7 @@ def test_get_prefers_metrics_then_timing_then_params():
 
 @pytest.mark.parametrize("problem", ["not a number", "another run", "no values"])
 def test_a_bad_timing_json_is_an_error_naming_it(runs_dir, problem):
-    path = runs_dir / "new" / "timing.json"
+    path = runs_dir / "fdml" / "new" / "timing.json"
     record = timing_record("new", {"seconds": 4.0})
     if problem == "not a number":
         record["values"]["seconds"] = "4 s"
@@ -61,6 +72,6 @@ def test_a_bad_timing_json_is_an_error_naming_it(runs_dir, problem):
         del record["values"]
     path.write_text(json.dumps(record))
     with pytest.raises(ReportInputError, match=str(path)) as caught:
-        read_timing(runs_dir / "new")
+        read_timing(runs_dir / "fdml" / "new")
     assert {"not a number": "seconds must be a number or null, got '4 s'", "another run": "experiment is 'old'",
             "no values": "'values' must be an object"}[problem] in str(caught.value)

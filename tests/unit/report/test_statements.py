@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _claim(cid, verdict, **kw):
-    why = {"cause": "power", "explanation": f"{cid} is inside its margin", "evidence": (f"reports/runs/{cid}",)}
+    why = {"cause": "power", "explanation": f"{cid} is inside its margin", "evidence": (f"reports/runs/p/{cid}",)}
     return Claim(cid, "p", f"statement of {cid}", "pub", f"ours of {cid}", verdict, source=f"Fig. {cid}",
                  **(why if verdict in (FAIL, NOT_SHOWN) else {}), **kw)
 
@@ -42,7 +42,7 @@ def test_a_statement_replaces_its_parts_at_the_first_ones_place():
     assert [(p.id, p.name, p.counted) for p in row.parts] == [("a1", "on a9a", True), ("a2", "on Credit 1", True),
                                                               ("a3", "literal", False)]
     assert row.explanation == "on Credit 1: a2 is inside its margin."
-    assert row.evidence == ("reports/runs/a2",)
+    assert row.evidence == ("reports/runs/p/a2",)
     assert row.rule.startswith(RULE) and "shown, not counted: literal (the literal reading" in row.rule
     assert row.ours == "on a9a: PASS · on Credit 1: NOT SHOWN · literal: FAIL (not counted)"
     assert row.source == "Fig. a1; Fig. a2; Fig. a3" and row.to_dict()["parts"][2]["verdict"] == FAIL
