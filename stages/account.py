@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, block in experiments.items():
         path = paths[name]
         if not path.exists():  # e.g. `dvc repro -s account` before every train stage has run
-            logging.warning("%s: %s is missing (train_%s@%s has not run); listed as missing", name, path,
-                            block.get("algorithm"), name)
+            logging.warning("%s: %s is missing (stage train_%s has not trained it); listed as missing", name, path,
+                            block.get("algorithm"))
             missing.append(name)
             continue
         try:
@@ -61,8 +63,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if entry.get("privacy_side") is not False:
             runs.append(entry)
-            logging.info("%s: %s", name, entry["status"])
+            logging.debug("%s: %s", name, entry["status"])
     write_json(args.out, {"runs": runs, "missing": missing})
+    # one line, not one per run: how many runs have each status (its first clause), each run's in the file
+    kinds = Counter(re.split(r"[:;(]", str(entry["status"]), maxsplit=1)[0].strip() for entry in runs)
+    logging.info("account: %d runs in %s: %s%s", len(runs), args.out,
+                 ", ".join(f"{count} {kind}" for kind, count in kinds.most_common()),
+                 f"; {len(missing)} missing" if missing else "")
     return 0
 
 

@@ -57,6 +57,30 @@ def test_committed_fingerprints_equal_the_tree():
             f"reports/plan/{group}.txt is stale: run `dvc repro` (stage plan, then what it changed)")
 
 
+def test_the_import_cache_never_changes_a_fingerprint(tmp_path, monkeypatch):
+    """Fingerprints read through the cache of import statements equal those from parsing every file; a cache
+    that is damaged, or holds another file's statements under a digest no file has, changes nothing."""
+    def fresh(cache: Path, write: bool) -> dict[str, str]:
+        monkeypatch.setattr(codegraph, "CACHE", cache)
+        monkeypatch.setattr(sys, "dont_write_bytecode", not write)
+        codegraph._cache.cache_clear()
+        codegraph._imports.cache_clear()
+        codegraph._used.clear()
+        return codegraph.fingerprints(PARAMS)
+
+    parsed = fresh(tmp_path / "none.json", write=False)
+    assert not (tmp_path / "none.json").exists()  # no bytecode written: no cache either
+    cache = tmp_path / "imports.json"
+    assert fresh(cache, write=True) == parsed and cache.is_file()
+    stored = json.loads(cache.read_text())
+    assert fresh(cache, write=True) == parsed  # every file from the cache
+    cache.write_text(json.dumps({"0" * 64: [[0, "ppml.algorithms.fdml", None]], **stored}))
+    assert fresh(cache, write=True) == parsed and json.loads(cache.read_text()) == stored  # unused: dropped
+    cache.write_text("{not json")
+    assert fresh(cache, write=True) == parsed
+    fresh(tmp_path / "none.json", write=False)  # the next test starts from no cache held in memory
+
+
 def test_every_algorithm_has_its_train_stage_with_persistent_outputs():
     from ppml.algorithms import ALGORITHMS
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -70,24 +73,74 @@ def _package_inits(name: str) -> list[Path]:
     return [f for i in range(1, len(parts)) if (f := _module_file(".".join(parts[:i]))) is not None]
 
 
+#: each file's import statements, by the sha256 of its bytes, kept beside Python's bytecode (gitignored):
+#: parsing every module costs most of the plan stage, and an edit changes one or two files
+CACHE = SRC / "ppml" / "__pycache__" / "codegraph-imports.json"
+
+Statement = tuple[int, str, tuple[str, ...] | None]  # (level, module, names; None for ``import module``)
+
+
+@functools.cache
+def _cache() -> dict[str, list[Statement]]:
+    try:
+        data = json.loads(CACHE.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: [(int(a), str(b), None if c is None else tuple(c)) for a, b, c in v] for k, v in data.items()
+            if isinstance(v, list) and all(isinstance(x, list) and len(x) == 3 for x in v)}
+
+
+_used: dict[str, list[Statement]] = {}
+
+
+def _statements(path: Path) -> list[Statement]:
+    """The import statements anywhere in `path`'s body (function-level ones included), from the cache when
+    the file's bytes are the same."""
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    found = _cache().get(digest)
+    if found is None:
+        found = []
+        for node in ast.walk(ast.parse(data, filename=str(path))):
+            if isinstance(node, ast.Import):
+                found += [(0, alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                found.append((node.level, node.module or "", tuple(alias.name for alias in node.names)))
+    _used[digest] = found
+    return found
+
+
+def _save_cache() -> None:
+    """Keep the statements of the files read in this process (none when Python writes no bytecode either)."""
+    if sys.dont_write_bytecode or _used == _cache():
+        return
+    try:
+        CACHE.parent.mkdir(exist_ok=True)
+        tmp = CACHE.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(_used))
+        os.replace(tmp, CACHE)
+    except OSError:  # a read-only tree: the next run parses again
+        pass
+
+
 @functools.cache
 def _imports(path: Path) -> frozenset[str]:
     """Names of the ppml modules `path` imports anywhere in its body (``from a import b``: ``a.b`` when that
     is a module, else ``a``). Cached: every group's closure walks the same files."""
-    tree = ast.parse(path.read_text(), filename=str(path))
     # the package a relative import starts from: a module's folder (for __init__.py, its own package)
     package = ".".join(path.relative_to(SRC).parts[:-1]) if path.is_relative_to(SRC) else ""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
-            for alias in node.names:
-                out.add(f"{base}.{alias.name}" if _module_file(f"{base}.{alias.name}") else base)
+    for level, base, names in _statements(path):
+        if names is None:
+            out.add(base)
+            continue
+        if level:
+            parent = package.split(".")[: len(package.split(".")) - level + 1]
+            base = ".".join([*parent, base] if base else parent)
+        for name in names:
+            out.add(f"{base}.{name}" if _module_file(f"{base}.{name}") else base)
     return frozenset(n for n in out if _module_file(n) is not None)
 
 
@@ -117,4 +170,6 @@ def fingerprint(group: str, files: list[str]) -> str:
 
 def fingerprints(params: Mapping[str, Any]) -> dict[str, str]:
     """Group -> the text of its fingerprint file."""
-    return {group: fingerprint(group, closure(script, modules)) for group, (script, modules) in groups(params).items()}
+    out = {group: fingerprint(group, closure(script, modules)) for group, (script, modules) in groups(params).items()}
+    _save_cache()
+    return out

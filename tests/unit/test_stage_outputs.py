@@ -215,12 +215,14 @@ def gathered(tmp_path):
 
 def test_account_gathers_exactly_what_train_wrote(gathered, caplog):
     root, args = gathered
+    caplog.set_level("INFO")
     assert _stage("account").main(args) == 0
     entries = _entries()
     # in params.yaml's order; a run with no privacy side has no entry; an untrained run is missing, with a warning
     assert json.loads((root / "privacy.json").read_text()) == {
         "runs": [entries["certified"], entries["failed"], entries["fixed"]], "missing": ["untrained"]}
     assert "untrained" in caplog.text and "listed as missing" in caplog.text
+    assert "account: 3 runs" in caplog.text and "; 1 missing" in caplog.text  # one summary line, not one per run
 
 
 @pytest.mark.parametrize("damage", ["not json", "another run", "no status"])

@@ -458,17 +458,15 @@ class ReportOutput:
         self.written.append(path)
         return path
 
-    def figure(self, name: str, fig: Any) -> Path:
+    def figure(self, name: str, fig: Any, *, tight_layout: bool = False) -> Path:
         """Save a matplotlib figure as PNG (deterministic metadata, each legend moved beside its axes) and close
         it. Figures draw their lines in :data:`PALETTE`'s colours (:func:`use_palette`). A figure equal to the
-        last report's (:mod:`ppml.report.figcache`: same code, same artists) keeps that PNG's bytes."""
+        last report's (:mod:`ppml.report.figcache`: same code, same artists) keeps that PNG's bytes.
+
+        `tight_layout` lays the axes out (``fig.tight_layout()``) only when the figure is drawn: the layout is a
+        function of the artists the key already holds, and computing it costs as much as drawing."""
         import matplotlib.pyplot as plt
 
-        for ax in fig.axes:  # legends beside the data, never over it
-            legend = ax.get_legend()
-            if legend is not None:
-                size = legend.get_texts()[0].get_fontsize() if legend.get_texts() else None
-                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=size)
         path = self.plots_dir / f"{name}.png"
         content = figcache.key(fig)
         previous = self.root / "plots" / f"{name}.png"  # the last report's (the same file when not staged)
@@ -477,6 +475,13 @@ class ReportOutput:
                 with atomic_path(path) as tmp:
                     tmp.write_bytes(previous.read_bytes())
         else:
+            if tight_layout:
+                fig.tight_layout()
+            for ax in fig.axes:  # legends beside the data, never over it
+                legend = ax.get_legend()
+                if legend is not None:
+                    size = legend.get_texts()[0].get_fontsize() if legend.get_texts() else None
+                    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=size)
             with atomic_path(path) as tmp:
                 fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight",
                             metadata={"Software": None, figcache.CHUNK: content})

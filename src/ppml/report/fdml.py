@@ -283,8 +283,7 @@ def _curves(table: dict, out: ReportOutput) -> None:
                 ax.legend(fontsize=6)
         if rows:
             out.plot_data(f"fdml_curves-{dataset}-{model}", rows, series=("line",))
-    fig.tight_layout()
-    out.figure("fdml_curves", fig)
+    out.figure("fdml_curves", fig, tight_layout=True)
 
 
 def _time_to_target(records: list[dict[str, Any]], target: float,

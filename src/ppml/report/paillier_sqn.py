@@ -320,9 +320,8 @@ def _curves(table: dict, out: ReportOutput) -> None:
             ax.set_ylabel("Taylor loss (decrypted)")
             if ax.has_data():
                 ax.legend()
-    fig.tight_layout()
     out.plot_data("paillier_sqn_loss", rows, series=("dataset", "batch_size", "method"))
-    out.figure("paillier_sqn_loss", fig)
+    out.figure("paillier_sqn_loss", fig, tight_layout=True)
 
 
 SOURCE = "Paillier SQN poster (arXiv 1912.00513)"

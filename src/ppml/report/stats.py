@@ -37,7 +37,7 @@ import math
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from scipy import stats as _st
+from scipy import special as _sp  # the t and normal quantiles scipy.stats itself calls, without its import
 
 from ppml.report.base import FAIL, NOT_CHECKED, NOT_SHOWN, PASS
 
@@ -70,7 +70,19 @@ def _check_level(level: float) -> None:
 def _t(level: float, df: float) -> float:
     """The two-sided Student t quantile at `level` with `df` degrees of freedom (normal for df = inf)."""
     q = 1.0 - (1.0 - level) / 2.0
-    return float(_st.norm.ppf(q)) if math.isinf(df) else float(_st.t.ppf(q, df))
+    return float(_sp.ndtri(q)) if math.isinf(df) else float(_sp.stdtrit(df, q))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties sharing the mean of their places (``scipy.stats.rankdata``'s default)."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.append(starts[1:], values.size)  # each tie group holds places starts+1 .. ends
+    group = np.cumsum(np.concatenate(([True], ordered[1:] != ordered[:-1]))) - 1
+    ranks = np.empty(values.size)
+    ranks[order] = ((starts + 1 + ends) / 2.0)[group]
+    return ranks
 
 
 def _pct(level: float) -> str:
@@ -240,8 +252,8 @@ def delong(y: Sequence[int], score_a: Sequence[float], score_b: Sequence[float],
     aucs, v10, v01 = [], [], []
     for s in (a, b):
         # placement values: for each positive, the share of negatives it outranks (ties count half), and back
-        r_all = _st.rankdata(s)
-        r_pos, r_neg = _st.rankdata(s[pos]), _st.rankdata(s[neg])
+        r_all = _ranks(s)
+        r_pos, r_neg = _ranks(s[pos]), _ranks(s[neg])
         p10 = (r_all[pos] - r_pos) / n
         p01 = 1.0 - (r_all[neg] - r_neg) / m
         aucs.append(float(p10.mean()))

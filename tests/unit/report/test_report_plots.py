@@ -36,7 +36,7 @@ NOT_DRAWN = {"admm_sharing-wide.csv"}
 class _NoFigures(ReportOutput):
     """Writes tables and plot data; closes figures instead of saving them (the PNGs are not checked here)."""
 
-    def figure(self, name: str, fig: Any) -> Path:
+    def figure(self, name: str, fig: Any, *, tight_layout: bool = False) -> Path:
         import matplotlib.pyplot as plt
 
         plt.close(fig)

@@ -55,6 +55,22 @@ def test_welch_matches_scipy():
     assert est.half_width == pytest.approx((ci.high - ci.low) / 2, rel=1e-9)
 
 
+def test_quantiles_and_ranks_equal_scipy_stats():
+    """The margins use scipy.special's quantiles and a numpy rank (a faster import than scipy.stats): they must
+    give scipy.stats's numbers exactly, ties included."""
+    from scipy import stats as st
+
+    for level in (0.9, 0.95, 0.99):
+        q = 1.0 - (1.0 - level) / 2.0
+        assert stats._t(level, math.inf) == float(st.norm.ppf(q))
+        for df in (1, 2, 3.5, 10, 250):
+            assert stats._t(level, df) == float(st.t.ppf(q, df))
+    rng = np.random.default_rng(11)
+    for n, distinct in ((1, 1), (2, 1), (7, 3), (500, 20), (500, 10**9)):
+        values = rng.integers(0, distinct, n).astype(float)
+        assert np.array_equal(stats._ranks(values), st.rankdata(values))
+
+
 def test_verdict_directions_and_edges():
     assert stats.verdict(-0.3, 0.1, stats.LESS) == PASS
     assert stats.verdict(0.3, 0.1, stats.LESS) == FAIL
