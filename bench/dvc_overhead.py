@@ -1,7 +1,9 @@
 """DVC's bookkeeping around a small edit: a no-op `dvc status`, a bad `-S` value, and a one-run `-S` edit.
 
 Runs in a scratch clone of the committed repository (``git clone`` of HEAD, with data/ and the DVC cache
-hard-linked from this checkout when they are there), so the checkout is never touched:
+hard-linked from this checkout when they are there, warmed as a used checkout is: bytecode compiled and the
+plan stage's import cache filled; Python writes bytecode, as on a user's machine), so the checkout is never
+touched:
 
 1. ``dvc status`` with nothing changed, three times (the median is the figure);
 2. ``dvc exp run -S`` with a value the algorithm refuses (``lam=-1``): seconds until it fails, and what
@@ -39,8 +41,11 @@ TRAINED = re.compile(r"^train_\w+: run \d+ of \d+: (\S+)")
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+    # as on a user's machine: Python writes bytecode (a machine that sets PYTHONDONTWRITEBYTECODE recompiles
+    # every module in every stage)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = "src"  # the clone's own code (relative: each stage runs from the clone's root)
     env.setdefault("DATA_MIRROR", str(ROOT.parent / "shared" / "datasets"))
     for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
         env.setdefault(key, "bench")
@@ -86,6 +91,11 @@ def scratch_clone(into: Path) -> Path:
             if target.exists():
                 shutil.rmtree(target)
             subprocess.run(["cp", "-al", str(source), str(target)], check=True, timeout=TIMEOUT)
+    # warm, as a checkout that has run anything is: bytecode compiled, the plan's import cache filled
+    warm = ("import compileall, pathlib, ppml, ppml.codegraph as g, ppml.config as c; "
+            "compileall.compile_dir(pathlib.Path(ppml.__file__).parent, quiet=1); "
+            "g.fingerprints(c.load_params('params.yaml'))")
+    subprocess.run([sys.executable, "-c", warm], cwd=repo, env=_env(), check=True, timeout=TIMEOUT)
     return repo
 
 
