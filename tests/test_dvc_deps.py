@@ -76,6 +76,10 @@ def test_the_import_cache_never_changes_a_fingerprint(tmp_path, monkeypatch):
     assert fresh(cache, write=True) == parsed  # every file from the cache
     cache.write_text(json.dumps({"0" * 64: [[0, "ppml.algorithms.fdml", None]], **stored}))
     assert fresh(cache, write=True) == parsed and json.loads(cache.read_text()) == stored  # unused: dropped
+    damaged = dict(stored)
+    damaged[next(iter(stored))] = [[0, 5, "ppml"]]  # a real file's digest, a malformed entry: parsed again
+    cache.write_text(json.dumps(damaged))
+    assert fresh(cache, write=True) == parsed and json.loads(cache.read_text()) == stored
     cache.write_text("{not json")
     assert fresh(cache, write=True) == parsed
     fresh(tmp_path / "none.json", write=False)  # the next test starts from no cache held in memory

@@ -88,8 +88,14 @@ def _cache() -> dict[str, list[Statement]]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {k: [(int(a), str(b), None if c is None else tuple(c)) for a, b, c in v] for k, v in data.items()
-            if isinstance(v, list) and all(isinstance(x, list) and len(x) == 3 for x in v)}
+    def valid(statements: Any) -> bool:
+        return isinstance(statements, list) and all(
+            isinstance(x, list) and len(x) == 3 and isinstance(x[0], int) and isinstance(x[1], str)
+            and (x[2] is None or (isinstance(x[2], list) and all(isinstance(n, str) for n in x[2])))
+            for x in statements)
+
+    # a damaged or foreign file is ignored, never trusted: every entry is checked, the rest parsed again
+    return {k: [(a, b, None if c is None else tuple(c)) for a, b, c in v] for k, v in data.items() if valid(v)}
 
 
 _used: dict[str, list[Statement]] = {}

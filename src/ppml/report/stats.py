@@ -77,9 +77,10 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     """Ranks from 1, ties sharing the mean of their places (``scipy.stats.rankdata``'s default)."""
     order = np.argsort(values, kind="mergesort")
     ordered = values[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    ends = np.append(starts[1:], values.size)  # each tie group holds places starts+1 .. ends
-    group = np.cumsum(np.concatenate(([True], ordered[1:] != ordered[:-1]))) - 1
+    first = np.concatenate(([True], ordered[1:] != ordered[:-1]))  # where each group of equal values starts
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], values.size)  # each group holds places starts+1 .. ends
+    group = np.cumsum(first) - 1
     ranks = np.empty(values.size)
     ranks[order] = ((starts + 1 + ends) / 2.0)[group]
     return ranks
