@@ -98,6 +98,16 @@ def test_every_algorithm_has_its_train_stage_with_persistent_outputs():
         assert stage["metrics"] == [{f"reports/metrics/{algorithm}.json": {"cache": False, "persist": True}}]
 
 
+def test_the_report_outputs_persist_so_its_figures_can_be_reused():
+    """DVC deletes a stage's outputs before it runs unless they persist: the report would find no PNG to re-use
+    (ppml.report.figcache) and draw every figure again. It replaces each output whole itself."""
+    report = DVC["stages"]["report"]
+    outs = [*report["outs"], *report["metrics"]]
+    assert outs and all(next(iter(o.values())) == {"cache": False, "persist": True} for o in outs)
+    assert {next(iter(o)) for o in report["outs"]} == {"reports/tables", "reports/claims.json", "reports/claims.md",
+                                                       "reports/plots"}
+
+
 def test_fdml_edit_reaches_only_the_fdml_group():
     closures = {g: codegraph.closure(*GROUPS[g]) for g in GROUPS}
     holding = {g for g, files in closures.items() if "src/ppml/algorithms/fdml.py" in files}
