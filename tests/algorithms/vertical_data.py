@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ppml.algorithms import _hetero_lr
 
+from ppml.io import save_party, write_json
 from ppml.parties import Party
 
 
@@ -65,3 +67,16 @@ def reference_losses(parties: list[Party], p, seed: int) -> tuple[np.ndarray, np
             w = w - eta * (X[rows].T @ (0.25 * u - 0.5 * y[rows]) / len(rows) + p.lam * penalized * w)
         losses.append(np.mean(batch))
     return w, np.array(losses)
+
+
+def write_prepared(directory: Path, parties: list[Party], *, dataset: str = "toy_vertical") -> Path:
+    """`parties`' shards and the manifest of dataset `dataset` in `directory`, as the prepare stage writes them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for p in parties:
+        save_party(directory / f"{p.name}.npz", p)
+    write_json(directory / "manifest.json", {
+        "dataset": dataset, "available": True, "partition": "vertical", "evaluator": None,
+        "parties": [{"name": p.name, "file": f"{p.name}.npz", "label_holder": p.is_label_holder,
+                     "columns": p.n_features, "train_rows": p.n_samples, "test_rows": p.X_test.shape[0]}
+                    for p in parties]})
+    return directory

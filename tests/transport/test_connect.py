@@ -74,7 +74,8 @@ def test_an_address_that_never_answers_fails_within_the_connect_timeout():
 def test_the_train_stage_exits_1_with_one_line_naming_the_address(tmp_path):
     import yaml
 
-    from tests.transport.test_ray import vertical_parties, write_prepared
+    from tests.algorithms.vertical_data import write_prepared
+    from tests.transport.test_ray import vertical_parties
 
     data = tmp_path / "toy_vertical"
     data.mkdir()

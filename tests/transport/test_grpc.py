@@ -27,7 +27,8 @@ from ppml.certs import free_base
 from ppml.io import read_json, save_party, write_json
 from ppml.network.links import CARRIERS, CLOSE_TIMEOUT
 from ppml.runtime import EVALUATOR
-from tests.transport.test_ray import train_stage_pair, vertical_parties, write_prepared
+from tests.algorithms.vertical_data import write_prepared
+from tests.transport.test_ray import train_stage_pair, vertical_parties
 
 LINKED = 30.0
 """--connect-timeout of parties that must link (s): far more than they take, so a loaded machine cannot fail

@@ -23,7 +23,8 @@ from ppml.config import ParamError
 from ppml.io import read_json
 from ppml.launch.model import block_sha256, load_model
 from tests.transport.test_grpc import LINKED, WAIT, Launcher, make_certs, run_inprocess, write_params
-from tests.transport.test_ray import vertical_parties, write_prepared
+from tests.algorithms.vertical_data import write_prepared
+from tests.transport.test_ray import vertical_parties
 
 BLOCK = {"algorithm": "paillier_sgd", "dataset": "toy_vertical", "batch_size": 40, "encrypted": False,
          "key_bits": 1024, "eta": 0.5, "lam": 0.01, "max_epochs": 3}

@@ -17,7 +17,7 @@ from ppml.history import ConvergenceWarning
 from ppml.io import save_party
 from ppml.launch.ray_runner import run_ray
 from ppml.network import Network, ProtocolError
-from tests.algorithms.vertical_data import vertical
+from tests.algorithms.vertical_data import vertical, write_prepared
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -264,20 +264,6 @@ def test_a_wait_for_a_peer_that_finished_ends_at_once_naming_it():
 def prepared_vertical(tmp_path_factory):
     """A prepared vertical dataset (three parties' shards and their manifest) as the prepare stage writes it."""
     return write_prepared(tmp_path_factory.mktemp("toy_vertical"), vertical_parties(np.random.default_rng(1)))
-
-
-def write_prepared(directory, parties):
-    """`parties`' shards and the manifest of dataset ``toy_vertical`` in `directory`, as prepare writes them."""
-    from ppml.io import write_json
-
-    for p in parties:
-        save_party(directory / f"{p.name}.npz", p)
-    write_json(directory / "manifest.json", {
-        "dataset": "toy_vertical", "available": True, "partition": "vertical", "evaluator": None,
-        "parties": [{"name": p.name, "file": f"{p.name}.npz", "label_holder": p.is_label_holder,
-                     "columns": p.n_features, "train_rows": p.n_samples, "test_rows": p.X_test.shape[0]}
-                    for p in parties]})
-    return directory
 
 
 def train_stage_pair(block, transport, data, tmp_path, *, seed=7):

@@ -20,7 +20,8 @@ from ppml.algorithms._hetero_lr import ARBITER
 from ppml.io import read_json
 from tests.transport.test_grpc import (WAIT, Launcher, assert_same_as_inprocess, make_certs, run_inprocess,
                                        write_params)
-from tests.transport.test_ray import vertical_parties, write_prepared
+from tests.algorithms.vertical_data import write_prepared
+from tests.transport.test_ray import vertical_parties
 
 BLOCK = {"algorithm": "paillier_sqn", "dataset": "toy_vertical", "batch_size": 40, "encrypted": True,
          "key_bits": 1024, "eta": 0.15, "lam": 0.01, "max_epochs": 24, "tol": 1e-12, "L": 2, "M": 3, "S_H": 30}

@@ -11,25 +11,15 @@ import pytest
 import yaml
 
 from ppml import trained
-from ppml.io import save_party, write_json
 from stages.train import main
-from tests.algorithms.vertical_data import vertical
+from tests.algorithms.vertical_data import vertical, write_prepared
 
 BLOCK = {"algorithm": "centralized", "dataset": "toy", "lam": 0.01}
 
 
 def _prepared(root: Path) -> Path:
-    data = root / "toy"
-    data.mkdir(parents=True)
     parties = vertical(np.random.default_rng(3), n=120, n_test=40, widths=(3, 2))
-    for p in parties:
-        save_party(data / f"{p.name}.npz", p)
-    write_json(data / "manifest.json", {
-        "dataset": "toy", "available": True, "partition": "vertical", "evaluator": None,
-        "parties": [{"name": p.name, "file": f"{p.name}.npz", "label_holder": p.is_label_holder,
-                     "columns": p.n_features, "train_rows": p.n_samples, "test_rows": p.X_test.shape[0]}
-                    for p in parties]})
-    return data
+    return write_prepared(root / "toy", parties, dataset="toy")
 
 
 @pytest.fixture
