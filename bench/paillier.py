@@ -165,7 +165,7 @@ def ours(parties: list[Party], keys, *, batch_size: int, workers: int, squares: 
     Parameters
     ----------
     parties : list of Party
-        Guest and host (the epoch covers all their training rows).
+        The guest, then its hosts (the epoch covers all their training rows).
     keys : tuple of PublicKey, PrivateKey
         The pair the coordinator uses; each run gets a fresh copy of the public key (no table or pooled
         obfuscators carried over from another run).
@@ -176,7 +176,7 @@ def ours(parties: list[Party], keys, *, batch_size: int, workers: int, squares: 
     -------
     dict
         ``wall`` and ``cpu`` seconds (CPU of this process and of its finished workers), ``iterations``,
-        ``slots`` (t) and the final ``weights`` (host block, then guest block).
+        ``slots`` (t) and the final ``weights`` (the hosts' blocks in order, then the guest's).
     """
     pk, sk = keys
     keys = (PublicKey(pk.n, scheme=pk.scheme, h_s=pk.h_s), sk)
@@ -190,9 +190,8 @@ def ours(parties: list[Party], keys, *, batch_size: int, workers: int, squares: 
         history = paillier_sgd.fit(parties, network, params, rng=np.random.default_rng(0))
     wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     weights = history.extra["weights"]
-    host, guest = parties[1].name, parties[0].name
     return {"wall": wall, "cpu": cpu, "iterations": history.final["iterations"], "slots": slots_of(params),
-            "weights": np.concatenate([weights[host], weights[guest]])}
+            "weights": np.concatenate([weights[p.name] for p in [*parties[1:], parties[0]]])}
 
 
 def phe_epoch(guest: Party, host: Party, pk: phe.PaillierPublicKey, sk: phe.PaillierPrivateKey, *,
@@ -268,22 +267,27 @@ def numpy_epoch(guest: Party, host: Party, batches: list[np.ndarray]) -> np.ndar
     return w
 
 
-def floor_counts(guest: Party, host: Party, *, batch_size: int, slots: int, squares: str) -> dict[str, int]:
-    """The protocol's unavoidable operations in one epoch over all rows, with t = `slots` rows per ciphertext.
+def floor_counts(guest: Party, hosts: list[Party], *, batch_size: int, slots: int,
+                 squares: str) -> dict[str, int]:
+    """The protocol's unavoidable operations in one epoch over all rows, with t = `slots` rows per ciphertext
+    and K = len(`hosts`) hosts (the counts for K = 1 are those of one host, unchanged).
 
     Returns
     -------
     dict
-        ``obfuscators`` (per batch of s rows: 2 ceil(s/t) for [u_A] and the re-randomized [d], plus A's
-        squares, s or 1, and A's penalty, 1), ``decryptions`` (per batch: d_A + d_B + 1 gradient entries and
-        the loss) and ``mulmods`` (non-zero entries of X_A, X_B and the intercept column, plus one loss
-        coefficient per row).
+        ``obfuscators`` (per batch of s rows: ceil(s/t) for each [u_k] and for the [d] re-randomized for each
+        host, ceil(s/t) for each re-randomized prefix sum [P_k] and one for each [c_k], k >= 2; each host's
+        squares, s or 1, and penalty, 1), ``decryptions`` (per batch: every block's gradient entries, the
+        intercept and the loss) and ``mulmods`` (non-zero entries of every X_k, X_B and the intercept column,
+        one loss coefficient per row, and per row one product for each host cross term c_k, k >= 2).
     """
-    n = guest.n_samples
+    n, k = guest.n_samples, len(hosts)
     sizes = _hetero_lr.batch_sizes(n, batch_size)
-    obfuscators = sum(2 * -(-s // slots) + (s if squares == "rows" else 1) + 1 for s in sizes)
-    decryptions = len(sizes) * (host.n_features + guest.n_features + 1 + 1)
-    mulmods = int(np.count_nonzero(host.X)) + int(np.count_nonzero(guest.X)) + n + n
+    obfuscators = sum((3 * k - 1) * -(-s // slots) + k * ((s if squares == "rows" else 1) + 1) + (k - 1)
+                      for s in sizes)
+    decryptions = len(sizes) * (sum(h.n_features for h in hosts) + guest.n_features + 1 + 1)
+    mulmods = (sum(int(np.count_nonzero(h.X)) for h in hosts) + int(np.count_nonzero(guest.X)) + n + n
+               + (k - 1) * n)
     return {"obfuscators": obfuscators, "decryptions": decryptions, "mulmods": mulmods}
 
 
@@ -426,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in one_core.values():
         t = run["slots"]
         if t not in floors:
-            counts = floor_counts(guest, host, batch_size=args.batch_size, slots=t, squares=args.squares)
+            counts = floor_counts(guest, [host], batch_size=args.batch_size, slots=t, squares=args.squares)
             floors[t] = {**counts, "seconds": sum(counts[k] * cost[k] for k in counts)}
     load_after = os.getloadavg()
 

@@ -146,7 +146,7 @@ from ppml.crypto import paillier
 from ppml.crypto.background import Background, product
 from ppml.crypto.packing import FACTOR_INT_BITS, Layout, layout_for, max_slots
 from ppml.crypto.paillier import EncryptedVector, PublicKey, receive_vector
-from ppml.crypto.products import split_product
+from ppml.crypto.costs import split_product
 from ppml.history import History
 from ppml.metrics import binary_metrics
 from ppml.models.losses import logistic_objective
@@ -497,7 +497,7 @@ class Encryptor:
                frac_bits: int) -> EncryptedVector:
         """X^T [v] (packed or not), the product process computing one part while this process computes the
         other: half of the ciphertexts (the two partial products multiplied) or a share of the columns,
-        whichever leaves the busier process less work (:func:`~ppml.crypto.products.split_product`). The same
+        whichever leaves the busier process less work (:func:`~ppml.crypto.costs.split_product`). The same
         ciphertexts as in line."""
         t, width = (1, 0) if layout is None else (layout.slots, layout.width)
         E = None if self._products is None else vector.exponents(X, frac_bits=frac_bits, slots=t)

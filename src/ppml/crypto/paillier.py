@@ -84,7 +84,8 @@ import scipy.sparse as sp
 from gmpy2 import mpz
 
 from ppml.crypto.multibuffer import FixedBase, fixed_base, powmod_list
-from ppml.crypto.products import batch_invert, bucket_cost, multiexp, plan, planned_matvec
+from ppml.crypto.costs import bucket_cost, plan
+from ppml.crypto.products import batch_invert, multiexp, planned_matvec
 from ppml.network import register_wire_type
 
 __all__ = [
@@ -904,7 +905,7 @@ class EncryptedVector:
     def matvec_planned(self, X: Any, *, frac_bits: int, slots: int = 1,
                        width: int = 0) -> "EncryptedVector | None":
         """X^T v with each column by shared subset-product tables or by value buckets, whichever the cost
-        model prices lower (:func:`ppml.crypto.products.plan`), or None where neither applies (see
+        model prices lower (:func:`ppml.crypto.costs.plan`), or None where neither applies (see
         :meth:`exponents`) or the bucket method per column is estimated cheaper: the caller then runs the
         bucket method, which gives the same ciphertexts.
 

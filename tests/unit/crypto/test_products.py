@@ -9,7 +9,7 @@ import gmpy2
 import numpy as np
 import pytest
 
-from ppml.crypto import products
+from ppml.crypto import costs, products
 from ppml.crypto.paillier import EncryptedVector
 
 
@@ -55,7 +55,7 @@ def test_rows_wider_than_a_slot_are_refused_and_priced_out(djn_pair):
     with pytest.raises(ValueError, match="do not fit 8-bit slots"):
         products.table_matvec([gmpy2.mpz(c) for c in vector.ciphertexts.tolist()], E, width=8,
                               modulus=gmpy2.mpz(pk.nsquare))
-    assert products.table_cost(E, 8) == float("inf")
+    assert costs.table_cost(E, 8) == float("inf")
 
 
 def test_the_dispatch_changes_the_method_not_the_ciphertexts(djn_pair, monkeypatch):
@@ -64,7 +64,7 @@ def test_the_dispatch_changes_the_method_not_the_ciphertexts(djn_pair, monkeypat
     X = rng.normal(size=(100, 30))  # many columns: the tables are estimated cheaper
     vector = pk.encrypt(rng.normal(size=100), frac_bits=20)
     E = np.rint(np.ldexp(X, 16)).astype(np.int64)[None]
-    assert products.table_cost(E, 0) < products.bucket_cost(E, 0)
+    assert costs.table_cost(E, 0) < costs.bucket_cost(E, 0)
     by_tables = vector.matvec(X, frac_bits=16)
     monkeypatch.setattr(EncryptedVector, "matvec_planned", lambda self, *a, **k: None)
     by_buckets = vector.matvec(X, frac_bits=16)
@@ -79,7 +79,7 @@ def test_few_columns_stay_with_the_bucket_method(djn_pair):
     vector = pk.encrypt(np.ones(500), frac_bits=0)
     X = np.random.default_rng(1).normal(size=(500, 1))
     E = np.rint(np.ldexp(X, 16)).astype(np.int64)[None]
-    assert products.table_cost(E, 0) > products.bucket_cost(E, 0)  # one column: nothing to share
+    assert costs.table_cost(E, 0) > costs.bucket_cost(E, 0)  # one column: nothing to share
     assert vector.matvec_planned(X, frac_bits=16) is None
 
 
@@ -114,9 +114,9 @@ def test_the_plan_sends_few_valued_columns_to_buckets_and_keeps_the_ciphertexts(
     continuous = np.rint(rng.normal(scale=2.0**16, size=(slots, n, 12))).astype(np.int64)
     binary = rng.choice(np.array([-40000, 52000]), size=(slots, n, 3))
     E = np.concatenate([continuous[:, :, :6], binary, continuous[:, :, 6:]], axis=2)
-    chosen = products.plan(E, width)
+    chosen = costs.plan(E, width)
     assert chosen.values == (6, 7, 8) and chosen.tables == (*range(6), *range(9, 15))
-    assert chosen.cost < products.table_cost(E, width)  # cheaper than every column by tables
+    assert chosen.cost < costs.table_cost(E, width)  # cheaper than every column by tables
     assert [int(c) for c in products.planned_matvec(bases, E, chosen, width=width, modulus=nsq)] == \
         [int(c) for c in products.table_matvec(bases, E, width=width, modulus=nsq)]
 
@@ -125,8 +125,8 @@ def test_a_product_of_few_valued_columns_is_shared_by_columns_and_of_continuous_
     rng = np.random.default_rng(5)
     slots, n, width = 7, 429, 152
     binary = rng.choice(np.array([-40000, 52000]), size=(slots, n, 10))
-    theirs = products.split_product(binary, width)  # no tables to build twice: the columns, balanced
+    theirs = costs.split_product(binary, width)  # no tables to build twice: the columns, balanced
     assert theirs is not None and len(theirs) == 5
     continuous = np.rint(rng.normal(scale=2.0**16, size=(slots, n, 12))).astype(np.int64)
-    assert products.split_product(continuous, width) is None  # one set of tables each: the ciphertexts
-    assert products.split_product(continuous[:, :1], width) is not None  # one ciphertext: the columns
+    assert costs.split_product(continuous, width) is None  # one set of tables each: the ciphertexts
+    assert costs.split_product(continuous[:, :1], width) is not None  # one ciphertext: the columns
