@@ -131,6 +131,21 @@ def whole_machine(data: Path, bits: int, batch: int, packing: int | str, *, rows
             "test_auc": float(metrics["test_auc"])}
 
 
+def configuration(data: Path, parties: list, pair, cost: dict[str, float], *, bits: int, batch: int,
+                  packing: int | str, rows: int | None, hosts: int, one_core_batches: int) -> dict[str, Any]:
+    """One configuration: the whole-machine epoch, the one-core epoch (its first batches scaled) and the
+    floor priced at `cost`; returns the key of its numbers, the numbers and t."""
+    guest, *host_parties = parties
+    machine = whole_machine(data, bits, batch, packing, rows=rows, hosts=hosts)
+    few = [credit.head(p, one_core_batches * batch) for p in parties]
+    one = credit.ours(few, pair, batch_size=batch, workers=0, squares="sum", packing=packing, frac_bits=16)
+    scale = -(-guest.n_samples // batch) / -(-few[0].n_samples // batch)
+    counts = credit.floor_counts(guest, host_parties, batch_size=batch, slots=one["slots"], squares="sum")
+    return {"key": f"h{hosts}_b{bits}_s{batch}_t{one['slots']}", "slots": one["slots"],
+            "epoch_seconds": machine["epoch_seconds"], "cpu_seconds": machine["cpu_seconds"],
+            "one_core_cpu_seconds": one["cpu"] * scale, "floor_seconds": sum(counts[k] * cost[k] for k in counts)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 1,000-row slice, one 1024-bit configuration")
@@ -154,18 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     header = ("| hosts | key bits | |S| | t | whole machine: s / epoch (guest) | CPU s (all processes) | one core: "
               "CPU s / epoch | floor s | one core / floor | FATE s / epoch (2 x 16 cores) | FATE / ours |")
     lines, numbers, violated = [header, "|" + "---|" * 11], {}, []
-    keys = {}
+    keys, rows = {}, QUICK_ROWS if args.quick else None
     for hosts in (int(h) for h in args.hosts.split(",")):
         with tempfile.TemporaryDirectory(prefix="fate-data-") as tmp:
-            rows = QUICK_ROWS if args.quick else None
             data = args.data if hosts == 1 and not args.quick else prepared(Path(tmp), rows=rows, hosts=hosts)
             if not (data / "manifest.json").exists():
                 print(f"{data}: no prepared data; run `dvc repro prepare@{DATASET}` first", file=sys.stderr)
                 return 2
             _, parties, _ = load_prepared(data)
-            guest, *host_parties = parties
-            print(f"{hosts} host(s): {guest.n_samples} training rows, guest {guest.n_features} features + label, "
-                  f"hosts {' + '.join(str(h.n_features) for h in host_parties)}")
+            print(f"{hosts} host(s): {parties[0].n_samples} training rows, guest {parties[0].n_features} features "
+                  f"+ label, hosts {' + '.join(str(h.n_features) for h in parties[1:])}")
             for bits in (int(b) for b in args.bits.split(",")):
                 if bits not in keys:
                     with warnings.catch_warnings():
@@ -175,27 +188,19 @@ def main(argv: list[str] | None = None) -> int:
                 pair, cost = keys[bits]
                 for batch in (int(s) for s in args.batch_sizes.split(",")):
                     for packing in (p if p == "auto" else int(p) for p in args.packings.split(",")):
-                        machine = whole_machine(data, bits, batch, packing, rows=rows, hosts=hosts)
-                        few = [credit.head(p, args.one_core_batches * batch) for p in parties]
-                        one = credit.ours(few, pair, batch_size=batch, workers=0, squares="sum", packing=packing,
-                                          frac_bits=16)
-                        scale = -(-guest.n_samples // batch) / -(-few[0].n_samples // batch)
-                        counts = credit.floor_counts(guest, host_parties, batch_size=batch, slots=one["slots"],
-                                                     squares="sum")
-                        floor = sum(counts[k] * cost[k] for k in counts)
-                        one_cpu = one["cpu"] * scale
-                        key = f"h{hosts}_b{bits}_s{batch}_t{one['slots']}"
-                        numbers.update({f"{key}_epoch_seconds": machine["epoch_seconds"],
-                                        f"{key}_cpu_seconds": machine["cpu_seconds"],
-                                        f"{key}_one_core_cpu_seconds": one_cpu, f"{key}_floor_seconds": floor})
+                        run = configuration(data, parties, pair, cost, bits=bits, batch=batch, packing=packing,
+                                            rows=rows, hosts=hosts, one_core_batches=args.one_core_batches)
+                        numbers.update({f"{run['key']}_{k}": run[k] for k in
+                                        ("epoch_seconds", "cpu_seconds", "one_core_cpu_seconds", "floor_seconds")})
+                        ratio = run["one_core_cpu_seconds"] / run["floor_seconds"]
                         versus = ("— (a slice, not FATE's shape) | —" if args.quick else
-                                  f"{fate:.0f} | {fate / machine['epoch_seconds']:.2f}")
-                        lines.append(f"| {hosts} | {bits} | {batch} | {one['slots']} | "
-                                     f"{machine['epoch_seconds']:.1f} | {machine['cpu_seconds']:.0f} | "
-                                     f"{one_cpu:.1f} | {floor:.1f} | {one_cpu / floor:.2f} | {versus} |")
+                                  f"{fate:.0f} | {fate / run['epoch_seconds']:.2f}")
+                        lines.append(f"| {hosts} | {bits} | {batch} | {run['slots']} | {run['epoch_seconds']:.1f} | "
+                                     f"{run['cpu_seconds']:.0f} | {run['one_core_cpu_seconds']:.1f} | "
+                                     f"{run['floor_seconds']:.1f} | {ratio:.2f} | {versus} |")
                         credit.progress(lines[-1])
-                        if one_cpu < floor:
-                            violated.append(key)
+                        if ratio < 1:
+                            violated.append(run["key"])
     load_after = os.getloadavg()
     print("\n".join(lines))
     print(f"one core: the first {args.one_core_batches} mini-batches scaled to the epoch; the floor as in "

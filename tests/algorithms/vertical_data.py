@@ -9,7 +9,6 @@ from typing import Sequence
 import numpy as np
 
 from ppml.algorithms import _hetero_lr
-
 from ppml.io import save_party, write_json
 from ppml.parties import Party
 
