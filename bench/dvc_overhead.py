@@ -8,15 +8,17 @@ touched:
 1. ``dvc status`` with nothing changed, three times (the median is the figure);
 2. ``dvc exp run -S`` with a value the algorithm refuses (``lam=-1``): seconds until it fails, and what
    ``git status`` shows afterwards (nothing but the edited params line, every output as committed);
-3. ``dvc exp run -S 'params/local.yaml:local_experiments.local-a9a.lam=0.01'``: its wall time, split into each
+3. DVC's own floor, nothing changed, every stage skipped: ``dvc repro`` and ``dvc exp run`` (twice each, the
+   median), so the edit below can be read against what DVC spends with no stage to run;
+4. ``dvc exp run -S 'params/local.yaml:local_experiments.local-a9a.lam=0.01'``: its wall time, split into each
    stage it ran (from the moment DVC announces a stage to the next) and the rest; "beyond the run" is the wall
    time less the train stage's own clock (timing.json's ``seconds`` times its seeds). The edit must train
    local-a9a alone (stages/train.py's line per run), else the bench fails.
 
 Prints the machine's load average before and after: the figures hold for an idle machine.
 Usage: ``python bench/dvc_overhead.py [--quick] [--json FILE]`` (FILE: the seconds measured), after committing
-(the clone is of HEAD, whose dvc.lock must be current, else (3) re-runs whatever is stale). ``--quick`` (for the test suite) runs (1) once and (2) only; (3)
-needs data/prepared/a9a. On a fresh clone without data, (1) measures a status that reports the missing data.
+(the clone is of HEAD, whose dvc.lock must be current, else (3) re-runs whatever is stale). ``--quick`` (for the test suite) runs (1) once and (2) only; (3) and
+(4) need data/prepared/a9a. On a fresh clone without data, (1) measures a status that reports the missing data.
 """
 
 from __future__ import annotations
@@ -99,6 +101,14 @@ def scratch_clone(into: Path) -> Path:
     return repo
 
 
+def noop(repo: Path, command: str) -> float:
+    """Seconds of `dvc <command>` with nothing to run; fails if it ran (or failed) anything."""
+    seconds, done = _dvc(repo, *command.split())
+    if done.returncode != 0 or "Running stage" in done.stdout:
+        raise SystemExit(f"no-op dvc {command} did not pass cleanly (exit {done.returncode}): {done.stderr[-400:]}")
+    return seconds
+
+
 def run_seconds(repo: Path, name: str) -> float:
     """The own clock of experiment `name` of params/local.yaml (seconds per seed times seeds)."""
     run = repo / "reports" / "runs" / "local" / name
@@ -143,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
             print("one-run -S edit: skipped (HEAD's dvc.lock is not current here: `dvc status` lists stale stages, "
                   "which the edit would re-run too)")
         else:
+            for command in ("repro", "exp run"):
+                floor = statistics.median(noop(repo, command) for _ in range(2))
+                numbers[f"noop_{command.replace(' ', '_')}_seconds"] = floor
+                print(f"no-op dvc {command} (nothing changed, every stage skipped; median of 2): {floor:.1f} s")
             total, rc, stages, trained = _timed_stages(repo, "exp", "run", "-S", GOOD)
             if rc != 0:
                 print(f"dvc exp run -S {GOOD} failed (exit {rc})", file=sys.stderr)
@@ -159,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, seconds in stages:
                 print(f"  stage {name}: {seconds:.1f} s (from DVC's announcement to the next)")
             print(f"  before the first stage and between: {total - staged:.1f} s")
+            print(f"  beyond the run, less the no-op exp run: {total - own - numbers['noop_exp_run_seconds']:.1f} s "
+                  "(the four stages' processes, their lock writes and output hashing)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         args.json.write_text(json.dumps(numbers, indent=2) + "\n")
