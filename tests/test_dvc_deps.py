@@ -116,6 +116,17 @@ def test_fdml_edit_reaches_only_the_fdml_group():
     assert holding == {"train_paillier_sgd"}
 
 
+def test_a_cipher_edit_reaches_only_the_paillier_groups():
+    """FDML's parties run in their own processes through ppml.launch.party, which names the Paillier
+    coordinator (ppml.algorithms._hetero_names) but never imports the protocol: an edit of the cipher or the
+    encrypted products re-runs the two Paillier stages, not FDML's 55 runs."""
+    closures = {g: codegraph.closure(*GROUPS[g]) for g in GROUPS}
+    for changed in ("src/ppml/crypto/paillier.py", "src/ppml/crypto/costs.py", "src/ppml/algorithms/_hetero_lr.py"):
+        holding = {g for g, files in closures.items() if changed in files}
+        assert holding == {"train_paillier_sgd", "train_paillier_sqn"}, changed
+    assert "src/ppml/launch/party.py" in closures["train_fdml"]
+
+
 def _loaded_ppml_files(script: str, modules: tuple[str, ...]) -> set[str]:
     """Files of ppml modules loaded after importing the stage script (without running it) and `modules`."""
     code = "\n".join([

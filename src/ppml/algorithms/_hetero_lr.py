@@ -141,6 +141,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
 import numpy as np
 
+from ppml.algorithms._hetero_names import ARBITER
 from ppml.config import fail
 from ppml.crypto import paillier
 from ppml.crypto.background import Background, product
@@ -158,9 +159,6 @@ if TYPE_CHECKING:  # a party in its own process passes them (ppml.launch.party);
     from ppml.launch.checkpoint import Checkpoints
 
 log = logging.getLogger(__name__)
-
-#: Network address of the coordinator (the parties keep their own names, normally ``guest`` and ``host``).
-ARBITER = "arbiter"
 
 #: Fractional bits of every encrypted value (u_A, d, h, masks). Not free when packing: every packed slot
 #: carries them, and at 22 (not 52, a float64's) seven rows fit one 2048-bit plaintext at |S| = 3000, not

@@ -9,7 +9,7 @@ ciphertexts), so its choices change the time of a product, never its result.
 Every price is computed for all columns of an exponent array E (slots, n, columns) at once with numpy; the
 only Python loops run over the (slot, column) pairs, each a few cached lookups, and over the splits of the
 plan, each constant time (suffix sums). At FATE's benchmark shape (300 columns, 334 packed ciphertexts) a
-plan costs a few milliseconds, where the per-column model took about 0.1 s and the split of a product between
+plan costs about 10 ms, where the per-column model took about 0.1 s and the split of a product between
 two processes (three plans) about 0.4 s, a third of the product's own time.
 """
 

@@ -181,7 +181,7 @@ def run_party(*, experiment: str, party: str, peers_file: str | Path, params_fil
         A peer that cannot be reached, is not who the peers file says, failed or broke its link.
     """
     from ppml.algorithms import make_network
-    from ppml.algorithms._hetero_lr import ARBITER
+    from ppml.algorithms._hetero_names import ARBITER
     from ppml.data.prepared import load_shard
     from ppml.experiment import check_delta, experiment_params
     from ppml.privacy.noise import run_generator
