@@ -17,8 +17,9 @@ touched:
 
 Prints the machine's load average before and after: the figures hold for an idle machine.
 Usage: ``python bench/dvc_overhead.py [--quick] [--json FILE]`` (FILE: the seconds measured), after committing
-(the clone is of HEAD, whose dvc.lock must be current, else (3) re-runs whatever is stale). ``--quick`` (for the test suite) runs (1) once and (2) only; (3) and
-(4) need data/prepared/a9a. On a fresh clone without data, (1) measures a status that reports the missing data.
+(the clone is of HEAD, whose dvc.lock must be current, else (4) re-runs whatever is stale). ``--quick`` (for the
+test suite) runs (1) once and (2) only; (3) and (4) need data/prepared/a9a. On a fresh clone without data, (1)
+measures a status that reports the missing data.
 """
 
 from __future__ import annotations
