@@ -8,6 +8,7 @@ from the tree (a stale dvc.lock), or when the static reading of the graph misses
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import subprocess
@@ -108,23 +109,29 @@ def test_the_report_outputs_persist_so_its_figures_can_be_reused():
                                                        "reports/plots"}
 
 
+@functools.cache
+def _closures() -> dict[str, frozenset[str]]:
+    """Every stage group's code closure (the files an edit of which re-runs the group)."""
+    return {g: frozenset(codegraph.closure(*GROUPS[g])) for g in GROUPS}
+
+
+def _holding(path: str) -> set[str]:
+    """The stage groups an edit of `path` re-runs."""
+    return {g for g, files in _closures().items() if path in files}
+
+
 def test_fdml_edit_reaches_only_the_fdml_group():
-    closures = {g: codegraph.closure(*GROUPS[g]) for g in GROUPS}
-    holding = {g for g, files in closures.items() if "src/ppml/algorithms/fdml.py" in files}
-    assert holding == {"train_fdml"}
-    holding = {g for g, files in closures.items() if "src/ppml/algorithms/paillier_sgd.py" in files}
-    assert holding == {"train_paillier_sgd"}
+    assert _holding("src/ppml/algorithms/fdml.py") == {"train_fdml"}
+    assert _holding("src/ppml/algorithms/paillier_sgd.py") == {"train_paillier_sgd"}
 
 
 def test_a_cipher_edit_reaches_only_the_paillier_groups():
     """FDML's parties run in their own processes through ppml.launch.party, which names the Paillier
     coordinator (ppml.algorithms._hetero_names) but never imports the protocol: an edit of the cipher or the
     encrypted products re-runs the two Paillier stages, not FDML's 55 runs."""
-    closures = {g: codegraph.closure(*GROUPS[g]) for g in GROUPS}
     for changed in ("src/ppml/crypto/paillier.py", "src/ppml/crypto/costs.py", "src/ppml/algorithms/_hetero_lr.py"):
-        holding = {g for g, files in closures.items() if changed in files}
-        assert holding == {"train_paillier_sgd", "train_paillier_sqn"}, changed
-    assert "src/ppml/launch/party.py" in closures["train_fdml"]
+        assert _holding(changed) == {"train_paillier_sgd", "train_paillier_sqn"}, changed
+    assert "src/ppml/launch/party.py" in _closures()["train_fdml"]
 
 
 def _loaded_ppml_files(script: str, modules: tuple[str, ...]) -> set[str]:
